@@ -1,0 +1,3 @@
+"""openwebui-rag-mcp: an MCP server over Open WebUI's knowledge bases."""
+
+__version__ = "0.1.0"
