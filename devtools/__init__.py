@@ -1,0 +1,1 @@
+"""Developer tools for openwebui-rag-mcp: a fake embedding server and a local Open WebUI harness."""

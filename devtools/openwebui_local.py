@@ -1,0 +1,784 @@
+"""Install, start and stop a real Open WebUI on loopback, for live tests and local development.
+
+Importable (used by ``tests/live/conftest.py``) and a CLI::
+
+    python -m devtools.openwebui_local install [--version V]
+    python -m devtools.openwebui_local up [--version V] [--port P]   # then: source .env.local
+    python -m devtools.openwebui_local status | env | down | clean
+
+Each Open WebUI release lives in its own virtual environment under ``CACHE_ROOT/venvs/<version>`` (a few GB each;
+``OPENWEBUI_RAG_MCP_CACHE`` overrides the root). Open WebUI runs fully offline: embeddings come from
+``devtools.fake_embeddings`` on another loopback port, so no model is ever downloaded.
+
+Only the standard library and httpx are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import mimetypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+
+CACHE_ROOT = Path(os.environ.get("OPENWEBUI_RAG_MCP_CACHE", "~/.cache/openwebui-rag-mcp")).expanduser()
+NEWEST = "0.12.4"
+RELEASES = ("0.6.5", "0.6.43", "0.12.4")
+TORCH_PIN = "torch==2.13.0"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_DIR = REPO_ROOT / ".local-openwebui"
+ENV_FILE = REPO_ROOT / ".env.local"
+
+ADMIN_NAME = "Live Test Admin"
+ADMIN_EMAIL = "admin@example.com"
+STOP_GRACE_SECONDS = 15.0
+PROCESS_TIMEOUT_SECONDS = 300.0
+
+
+class OpenWebUIError(RuntimeError):
+    """A non-2xx answer from Open WebUI (or an answer of the wrong kind, e.g. HTML instead of JSON)."""
+
+    def __init__(self, method: str, url: str, status: int, body: str) -> None:
+        super().__init__(f"{method} {url} -> HTTP {status}: {body[:2000]}")
+        self.method = method
+        self.url = url
+        self.status = status
+        self.body = body
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Installation
+
+
+def venv_dir(version: str) -> Path:
+    """The virtual environment that holds Open WebUI ``version``."""
+    return CACHE_ROOT / "venvs" / version
+
+
+def is_installed(version: str) -> bool:
+    return (venv_dir(version) / ".installed").exists()
+
+
+def _log(message: str) -> None:
+    print(f"[openwebui-local] {message}", file=sys.stderr, flush=True)
+
+
+def _python311() -> str:
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    found = shutil.which("python3.11")
+    if found is None:
+        raise RuntimeError("Open WebUI needs Python 3.11, but no python3.11 is on PATH")
+    return found
+
+
+def _run_logged(cmd: Sequence[str], log: TextIO, log_path: Path) -> None:
+    log.write(f"\n$ {' '.join(cmd)}\n")
+    log.flush()
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
+    result = subprocess.run(list(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"command failed with exit code {result.returncode}: {' '.join(cmd)}; see {log_path}")
+
+
+@contextlib.contextmanager
+def _install_lock(version: str) -> Iterator[None]:
+    lock_path = CACHE_ROOT / "locks" / f"{version}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log(f"another process is installing Open WebUI {version}; waiting for it (lock {lock_path})")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def install(version: str) -> Path:
+    """Install Open WebUI ``version`` into its cached venv (idempotent) and return the venv path.
+
+    Skips everything when the ``.installed`` marker exists. Concurrent callers serialise on a lock file. Installs the
+    CPU build of torch first (found on this machine's disk), so that pip does not pull several GB of CUDA packages.
+    """
+    venv = venv_dir(version)
+    marker = venv / ".installed"
+    if marker.exists():
+        return venv
+    with _install_lock(version):
+        if marker.exists():
+            return venv
+        log_path = CACHE_ROOT / "logs" / f"install-{version}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        _log(f"installing Open WebUI {version} into {venv} (first time: a few minutes, ~4 GB); log: {log_path}")
+        started = time.monotonic()
+        python = str(venv / "bin" / "python")
+        try:
+            with log_path.open("w", encoding="utf-8") as log:
+                _run_logged([_python311(), "-m", "venv", str(venv)], log, log_path)
+                _log(f"  [{time.monotonic() - started:5.0f} s] installing {TORCH_PIN} (CPU build)")
+                _run_logged([python, "-m", "pip", "install", TORCH_PIN], log, log_path)
+                _log(f"  [{time.monotonic() - started:5.0f} s] installing open-webui=={version}")
+                _run_logged([python, "-m", "pip", "install", f"open-webui=={version}"], log, log_path)
+        except (OSError, RuntimeError) as exc:
+            raise RuntimeError(f"installing Open WebUI {version} failed ({exc}); see the log {log_path}") from exc
+        if not (venv / "bin" / "open-webui").exists():
+            raise RuntimeError(f"pip finished but {venv / 'bin' / 'open-webui'} is missing; see the log {log_path}")
+        marker.touch()
+        _log(f"installed Open WebUI {version} in {time.monotonic() - started:.0f} s")
+    return venv
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class Instance:
+    """A running Open WebUI plus its fake embedding server."""
+
+    version: str
+    url: str
+    api_key: str
+    token: str
+    admin_email: str
+    admin_password: str
+    data_dir: Path
+    log_path: Path
+    embed_url: str
+    openwebui_pid: int
+    embed_pid: int
+    embed_log_path: Path | None = None
+    openwebui_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    embed_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a (log) file, or a note that it is missing."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"<cannot read {path}: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _http() -> httpx.Client:
+    # trust_env=False: never send loopback traffic through a proxy from the environment.
+    return httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0), trust_env=False)
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "")
+
+
+def _json_or_raise(response: httpx.Response) -> Any:
+    request = response.request
+    if not response.is_success:
+        raise OpenWebUIError(request.method, str(request.url), response.status_code, response.text)
+    if not _is_json(response):
+        raise OpenWebUIError(
+            request.method,
+            str(request.url),
+            response.status_code,
+            f"expected JSON, got {response.headers.get('content-type')!r}: {response.text[:300]}",
+        )
+    return response.json()
+
+
+def _start_embedding_server(workdir: Path, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], int, Path]:
+    log_path = workdir / "fake_embeddings.log"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "devtools.fake_embeddings", "--host", "127.0.0.1", "--port", "0"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        first = text.splitlines()[0] if text.splitlines() else ""
+        if first.startswith("PORT=") and text.endswith("\n"):
+            return proc, int(first.removeprefix("PORT=")), log_path
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    _terminate([proc.pid], [proc])
+    raise RuntimeError(f"the fake embedding server did not report its port; its output:\n{tail(log_path)}")
+
+
+def openwebui_env(data_dir: Path, static_dir: Path, embed_port: int, secret_key: str) -> dict[str, str]:
+    """The environment for an offline Open WebUI (reference §9)."""
+    env = dict(os.environ)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(name, None)
+    env.update(
+        {
+            "DATA_DIR": str(data_dir),
+            "STATIC_DIR": str(static_dir),
+            "WEBUI_SECRET_KEY": secret_key,
+            "WEBUI_AUTH": "True",
+            "ENABLE_API_KEY": "True",
+            "ENABLE_API_KEYS": "True",
+            "ENABLE_SIGNUP": "True",
+            "ENV": "dev",
+            "RAG_EMBEDDING_ENGINE": "openai",
+            "RAG_OPENAI_API_BASE_URL": f"http://127.0.0.1:{embed_port}/v1",
+            "RAG_OPENAI_API_KEY": "fake",
+            "RAG_EMBEDDING_MODEL": "fake-embed",
+            "RAG_EMBEDDING_BATCH_SIZE": "64",
+            "RAG_EMBEDDING_CONCURRENT_REQUESTS": "4",
+            "RAG_RERANKING_MODEL": "",
+            "OFFLINE_MODE": "True",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "ENABLE_OLLAMA_API": "False",
+            "ENABLE_OPENAI_API": "False",
+            "ENABLE_VERSION_UPDATE_CHECK": "False",
+            "ANONYMIZED_TELEMETRY": "False",
+            "SCARF_NO_ANALYTICS": "true",
+            "DO_NOT_TRACK": "true",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def _wait_until_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str:
+    """Wait for ``/health`` and a JSON ``/api/version``; return the reported version."""
+    deadline = time.monotonic() + timeout
+    last_error = "no answer yet"
+    with _http() as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"Open WebUI exited with code {proc.returncode} while starting; last log lines ({log_path}):\n"
+                    f"{tail(log_path)}"
+                )
+            try:
+                health = client.get(f"{url}/health", timeout=5.0)
+                if health.status_code == 200:
+                    version = client.get(f"{url}/api/version", timeout=5.0)
+                    if version.status_code == 200 and _is_json(version):
+                        reported: str = version.json()["version"]
+                        return reported
+                    last_error = f"/api/version -> {version.status_code} {version.headers.get('content-type')}"
+                else:
+                    last_error = f"/health -> {health.status_code}"
+            except httpx.HTTPError as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.5)
+    raise RuntimeError(
+        f"Open WebUI did not become ready at {url} within {timeout:.0f} s ({last_error}); "
+        f"last log lines ({log_path}):\n{tail(log_path)}"
+    )
+
+
+def _create_admin(url: str, email: str, password: str) -> str:
+    """Sign up the first user (who becomes admin), or sign in if it exists; return the JWT."""
+    with _http() as client:
+        signup = client.post(
+            f"{url}/api/v1/auths/signup",
+            json={"name": ADMIN_NAME, "email": email, "password": password, "profile_image_url": "/user.png"},
+        )
+        if signup.is_success and _is_json(signup):
+            body = signup.json()
+            if body.get("role") != "admin":
+                raise RuntimeError(f"the signed-up user is not an admin (database not fresh?): {signup.text[:500]}")
+            token: str = body["token"]
+            return token
+        signin = client.post(f"{url}/api/v1/auths/signin", json={"email": email, "password": password})
+        if not signin.is_success:
+            raise RuntimeError(
+                f"could not create the admin: signup -> {signup.status_code} {signup.text[:500]}; "
+                f"signin -> {signin.status_code} {signin.text[:500]}"
+            )
+        token = signin.json()["token"]
+        return token
+
+
+def _create_api_key(url: str, token: str) -> str:
+    with _http() as client:
+        response = client.post(f"{url}/api/v1/auths/api_key", headers={"Authorization": f"Bearer {token}"})
+        body = _json_or_raise(response)
+        api_key: str = body["api_key"]
+        check = client.get(f"{url}/api/v1/knowledge/", headers={"Authorization": f"Bearer {api_key}"})
+        _json_or_raise(check)
+        return api_key
+
+
+def start(
+    version: str,
+    workdir: Path,
+    *,
+    port: int | None = None,
+    timeout: float = 240,
+) -> Instance:
+    """Start Open WebUI ``version`` (must be installed) on 127.0.0.1 with a fresh DATA_DIR under ``workdir``.
+
+    Also starts the fake embedding server, creates the admin (first signup) and an API key. Both processes run in
+    their own sessions with output in log files under ``workdir``, so they outlive the caller until ``stop()``.
+    ``workdir/data`` and ``workdir/static`` are wiped first.
+    """
+    venv = venv_dir(version)
+    executable = venv / "bin" / "open-webui"
+    if not executable.exists():
+        raise RuntimeError(f"Open WebUI {version} is not installed ({executable} is missing); run install() first")
+    workdir = workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    data_dir = workdir / "data"
+    static_dir = workdir / "static"
+    for directory in (data_dir, static_dir):
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+    log_path = workdir / "openwebui.log"
+
+    embed_proc, embed_port, embed_log = _start_embedding_server(workdir)
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = openwebui_env(data_dir, static_dir, embed_port, secrets.token_hex(32))
+    try:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [str(executable), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except OSError:
+        _terminate([embed_proc.pid], [embed_proc])
+        raise
+    try:
+        reported = _wait_until_ready(url, proc, log_path, timeout)
+        if reported != version:
+            raise RuntimeError(f"{executable} reports version {reported!r}, expected {version!r}")
+        password = f"Lt-{secrets.token_urlsafe(12)}-9a"
+        token = _create_admin(url, ADMIN_EMAIL, password)
+        api_key = _create_api_key(url, token)
+    except BaseException as exc:
+        _terminate([proc.pid, embed_proc.pid], [proc, embed_proc])
+        if isinstance(exc, RuntimeError | httpx.HTTPError) and "last log lines" not in str(exc):
+            raise RuntimeError(f"{exc}\nlast log lines ({log_path}):\n{tail(log_path)}") from exc
+        raise
+    return Instance(
+        version=version,
+        url=url,
+        api_key=api_key,
+        token=token,
+        admin_email=ADMIN_EMAIL,
+        admin_password=password,
+        data_dir=data_dir,
+        log_path=log_path,
+        embed_url=f"http://127.0.0.1:{embed_port}/v1",
+        openwebui_pid=proc.pid,
+        embed_pid=embed_proc.pid,
+        embed_log_path=embed_log,
+        openwebui_proc=proc,
+        embed_proc=embed_proc,
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) counts as gone
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _terminate(pids: Sequence[int], procs: Sequence[subprocess.Popen[bytes] | None] = ()) -> None:
+    """SIGTERM the process groups led by ``pids``, wait, then SIGKILL what is left after the grace period."""
+    by_pid = {proc.pid: proc for proc in procs if proc is not None}
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for pid in pids:
+        proc = by_pid.get(pid)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        else:
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # the leader may be gone while children of its group linger
+        proc = by_pid.get(pid)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+
+def stop(instance: Instance) -> None:
+    """Stop Open WebUI and the embedding server (SIGTERM to their process groups, SIGKILL after 15 s)."""
+    _terminate([instance.openwebui_pid, instance.embed_pid], [instance.openwebui_proc, instance.embed_proc])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Seeding helpers (Open WebUI's own API, admin key; tolerant of releases 0.6.5 .. 0.12.4)
+
+
+def client(inst: Instance) -> httpx.Client:
+    """A sync httpx client for ``inst`` with the admin API key; use it as a context manager."""
+    return httpx.Client(
+        base_url=inst.url,
+        headers={"Authorization": f"Bearer {inst.api_key}"},
+        timeout=httpx.Timeout(120.0, connect=10.0),
+        trust_env=False,
+    )
+
+
+def create_knowledge(inst: Instance, name: str, description: str) -> str:
+    """Create a knowledge base; return its id. No sharing fields are sent (0.12.4: private; 0.6.x: public read)."""
+    with client(inst) as http:
+        body = _json_or_raise(http.post("/api/v1/knowledge/create", json={"name": name, "description": description}))
+    if not isinstance(body, dict) or not body.get("id"):
+        raise RuntimeError(f"unexpected answer from knowledge/create: {body!r}")
+    kb_id: str = body["id"]
+    return kb_id
+
+
+def _guess_content_type(filename: str) -> str:
+    if filename.lower().endswith((".md", ".markdown")):
+        return "text/markdown"
+    guessed, _ = mimetypes.guess_type(filename)
+    return guessed or "text/plain"
+
+
+def wait_processed(inst: Instance, file_id: str, timeout: float = 120.0) -> None:
+    """Wait until an uploaded file is processed; raise if processing failed or takes longer than ``timeout``.
+
+    Uses ``GET /api/v1/files/{id}/process/status`` (0.6.23+). Older releases answer that path with the HTML app page;
+    they process during the upload, so the file record is checked instead.
+    """
+    deadline = time.monotonic() + timeout
+    with client(inst) as http:
+        while True:
+            response = http.get(f"/api/v1/files/{file_id}/process/status")
+            if response.is_success and _is_json(response):
+                body = response.json()
+                status = body.get("status") if isinstance(body, dict) else None
+                if status == "completed":
+                    return
+                if status in ("failed", "not_found"):
+                    raise RuntimeError(f"processing file {file_id} failed: {body!r}")
+            elif response.is_success:
+                # No status endpoint (<= 0.6.22): processing happened synchronously during the upload.
+                record = _json_or_raise(http.get(f"/api/v1/files/{file_id}"))
+                data = record.get("data") or {}
+                if data.get("status") == "failed" or data.get("error"):
+                    raise RuntimeError(f"processing file {file_id} failed: {data!r}")
+                if data.get("content") is not None or data.get("status") == "completed":
+                    return
+            else:
+                raise OpenWebUIError("GET", str(response.request.url), response.status_code, response.text)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"file {file_id} was not processed within {timeout:.0f} s (last: {response.text!r})")
+            time.sleep(0.25)
+
+
+def upload_text(inst: Instance, filename: str, text: str, metadata: dict[str, Any] | None = None) -> str:
+    """Upload ``text`` as a file (multipart ``POST /api/v1/files/``), wait until processed, return the file id."""
+    files = {"file": (filename, text.encode("utf-8"), _guess_content_type(filename))}
+    data = {"metadata": json.dumps(metadata)} if metadata is not None else None
+    with client(inst) as http:
+        body = _json_or_raise(http.post("/api/v1/files/", files=files, data=data))
+    if not isinstance(body, dict) or not body.get("id"):
+        raise RuntimeError(f"unexpected answer from the upload: {body!r}")
+    if body.get("error"):  # <= 0.6.22: synchronous processing, errors come back as 200 + "error"
+        raise RuntimeError(f"processing {filename} failed during upload: {body['error']}")
+    file_id: str = body["id"]
+    wait_processed(inst, file_id)
+    return file_id
+
+
+def add_file(inst: Instance, knowledge_id: str, file_id: str) -> None:
+    """Link a processed file to a knowledge base (``POST /api/v1/knowledge/{id}/file/add``)."""
+    with client(inst) as http:
+        _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/file/add", json={"file_id": file_id}))
+
+
+def query_collection(inst: Instance, names: Sequence[str], query: str, k: int = 5) -> dict[str, Any]:
+    """``POST /api/v1/retrieval/query/collection``; the raw JSON (``distances``/``documents``/``metadatas``)."""
+    with client(inst) as http:
+        body = _json_or_raise(
+            http.post(
+                "/api/v1/retrieval/query/collection",
+                json={"collection_names": list(names), "query": query, "k": k},
+            )
+        )
+    if not isinstance(body, dict):
+        raise RuntimeError(f"unexpected answer from query/collection: {body!r}")
+    return body
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _state_path(version: str) -> Path:
+    return LOCAL_DIR / version / "state.json"
+
+
+def _instance_to_state(inst: Instance) -> dict[str, Any]:
+    return {
+        "version": inst.version,
+        "url": inst.url,
+        "api_key": inst.api_key,
+        "token": inst.token,
+        "admin_email": inst.admin_email,
+        "admin_password": inst.admin_password,
+        "data_dir": str(inst.data_dir),
+        "log_path": str(inst.log_path),
+        "embed_url": inst.embed_url,
+        "embed_log_path": str(inst.embed_log_path) if inst.embed_log_path else None,
+        "openwebui_pid": inst.openwebui_pid,
+        "embed_pid": inst.embed_pid,
+    }
+
+
+def _instance_from_state(state: dict[str, Any]) -> Instance:
+    return Instance(
+        version=state["version"],
+        url=state["url"],
+        api_key=state["api_key"],
+        token=state["token"],
+        admin_email=state["admin_email"],
+        admin_password=state["admin_password"],
+        data_dir=Path(state["data_dir"]),
+        log_path=Path(state["log_path"]),
+        embed_url=state["embed_url"],
+        openwebui_pid=int(state["openwebui_pid"]),
+        embed_pid=int(state["embed_pid"]),
+        embed_log_path=Path(state["embed_log_path"]) if state.get("embed_log_path") else None,
+    )
+
+
+def _load_states() -> list[Instance]:
+    instances: list[Instance] = []
+    if not LOCAL_DIR.exists():
+        return instances
+    for path in sorted(LOCAL_DIR.glob("*/state.json")):
+        try:
+            instances.append(_instance_from_state(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError) as exc:
+            _log(f"ignoring unreadable {path}: {exc}")
+    return instances
+
+
+def _process_matches(pid: int, needle: str) -> bool:
+    """True if ``pid`` is alive and its command line mentions ``needle`` (guards against reused pids)."""
+    if not _pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return needle in cmdline
+
+
+def _owned_pids(inst: Instance) -> list[int]:
+    pids = []
+    if _process_matches(inst.openwebui_pid, "open-webui"):
+        pids.append(inst.openwebui_pid)
+    if _process_matches(inst.embed_pid, "fake_embeddings"):
+        pids.append(inst.embed_pid)
+    return pids
+
+
+def is_healthy(inst: Instance) -> bool:
+    """True if the instance answers ``/health`` and accepts its API key."""
+    try:
+        with client(inst) as http:
+            if http.get("/health", timeout=5.0).status_code != 200:
+                return False
+            response = http.get("/api/v1/knowledge/", timeout=10.0)
+            return response.is_success and _is_json(response)
+    except httpx.HTTPError:
+        return False
+
+
+def env_lines(inst: Instance) -> str:
+    return f"export OPENWEBUI_URL={inst.url}\nexport OPENWEBUI_API_KEY={inst.api_key}\n"
+
+
+def _write_env_file(inst: Instance) -> None:
+    ENV_FILE.write_text(
+        f"# written by `python -m devtools.openwebui_local up` (Open WebUI {inst.version}); source it\n"
+        + env_lines(inst),
+        encoding="utf-8",
+    )
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    venv = install(args.version)
+    print(f"Open WebUI {args.version} is installed in {venv}")
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    version: str = args.version
+    state_path = _state_path(version)
+    if state_path.exists():
+        previous = _instance_from_state(json.loads(state_path.read_text(encoding="utf-8")))
+        if _owned_pids(previous) and is_healthy(previous):
+            _write_env_file(previous)
+            print(f"Open WebUI {version} is already up at {previous.url} (reusing it); wrote {ENV_FILE}")
+            print(env_lines(previous), end="")
+            return 0
+        _log(f"stale state for {version}; stopping leftovers and starting afresh")
+        _terminate(_owned_pids(previous))
+        state_path.unlink()
+    install(version)
+    workdir = LOCAL_DIR / version
+    started = time.monotonic()
+    _log(f"starting Open WebUI {version} (first start of a release can take a minute)")
+    inst = start(version, workdir, port=args.port, timeout=args.timeout)
+    state_path.write_text(json.dumps(_instance_to_state(inst), indent=2) + "\n", encoding="utf-8")
+    _write_env_file(inst)
+    print(f"Open WebUI {version} is up at {inst.url} (started in {time.monotonic() - started:.0f} s)")
+    print(f"  admin:      {inst.admin_email} / {inst.admin_password}")
+    print(f"  API key:    {inst.api_key}")
+    print(f"  logs:       {inst.log_path}")
+    print(f"              {inst.embed_log_path}")
+    print(f"  state:      {state_path}")
+    print(f'Next: `source {ENV_FILE.name}` (or `eval "$(python -m devtools.openwebui_local env)"`),')
+    print("      then run the MCP server or the tests; `python -m devtools.openwebui_local down` stops it.")
+    return 0
+
+
+def _selected(args: argparse.Namespace) -> list[Instance]:
+    instances = _load_states()
+    if args.version:
+        instances = [inst for inst in instances if inst.version == args.version]
+    return instances
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    instances = _selected(args)
+    if not instances:
+        print("nothing is up")
+    for inst in instances:
+        pids = _owned_pids(inst)
+        _terminate(pids)
+        _state_path(inst.version).unlink(missing_ok=True)
+        print(
+            f"stopped Open WebUI {inst.version} ({inst.url})" if pids else f"Open WebUI {inst.version} was not running"
+        )
+    return 0
+
+
+def _cmd_clean(args: argparse.Namespace) -> int:
+    args.version = None
+    _cmd_down(args)
+    if LOCAL_DIR.exists():
+        shutil.rmtree(LOCAL_DIR)
+        print(f"removed {LOCAL_DIR}")
+    if ENV_FILE.exists():
+        ENV_FILE.unlink()
+        print(f"removed {ENV_FILE}")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    instances = _selected(args)
+    if not instances:
+        print("nothing is up (no state in .local-openwebui/)")
+        return 1
+    code = 0
+    for inst in instances:
+        running = _owned_pids(inst)
+        healthy = bool(running) and is_healthy(inst)
+        code = code if healthy else 1
+        print(
+            f"Open WebUI {inst.version}: {'up' if healthy else 'DOWN'} at {inst.url} "
+            f"(pids {inst.openwebui_pid}/{inst.embed_pid}, {'running' if running else 'not running'}); "
+            f"log {inst.log_path}"
+        )
+    return code
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    instances = _selected(args)
+    if not instances:
+        print("# nothing is up; run: python -m devtools.openwebui_local up", file=sys.stderr)
+        return 1
+    print(env_lines(instances[-1]), end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devtools.openwebui_local", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_install = sub.add_parser("install", help="install an Open WebUI release into its cached venv")
+    p_install.add_argument("--version", default=NEWEST)
+    p_install.set_defaults(func=_cmd_install)
+    p_up = sub.add_parser("up", help="install if needed and start in the background; writes .env.local")
+    p_up.add_argument("--version", default=NEWEST)
+    p_up.add_argument("--port", type=int, default=None)
+    p_up.add_argument("--timeout", type=float, default=PROCESS_TIMEOUT_SECONDS)
+    p_up.set_defaults(func=_cmd_up)
+    for name, func, help_text in (
+        ("down", _cmd_down, "stop what .local-openwebui/*/state.json records"),
+        ("status", _cmd_status, "show what is up"),
+        ("env", _cmd_env, "print the export lines for the running instance"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--version", default=None)
+        p.set_defaults(func=func)
+    p_clean = sub.add_parser("clean", help="down, then remove .local-openwebui/ and .env.local")
+    p_clean.set_defaults(func=_cmd_clean)
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Command line: `openwebui-rag-mcp` serves MCP over stdio; stdout carries protocol messages and nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from openwebui_rag_mcp import __version__
+
+EXIT_CONFIG = 2
+
+_EPILOG = """\
+configuration comes from the environment:
+  OPENWEBUI_URL        base URL of Open WebUI (required)
+  OPENWEBUI_API_KEY    API key, sk-... (required)
+  OPENWEBUI_TIMEOUT    seconds per HTTP request (120)
+  OPENWEBUI_VERIFY_TLS verify TLS certificates (true)
+  RAG_TOP_K            default number of search results (8)
+  RAG_CHUNK_MAX_CHARS  characters per search fragment (4000)
+  RAG_FILE_MAX_CHARS   characters per knowledge_get_file answer (100000)
+  OPENWEBUI_LOG_LEVEL  DEBUG, INFO, WARNING or ERROR, on stderr (WARNING)
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="openwebui-rag-mcp",
+        description="MCP server (stdio) for the knowledge bases of an Open WebUI instance.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.parse_args(argv)
+
+    # Imported here so that --help and --version stay instant.
+    from openwebui_rag_mcp.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(os.environ)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(f"openwebui-rag-mcp: configuration error: {problem}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # httpx logs every request URL at INFO; keep that out unless debugging.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if settings.log_level == "DEBUG" else logging.WARNING)
+    log = logging.getLogger("openwebui_rag_mcp")
+    for warning in settings.warnings:
+        log.warning("%s", warning)
+
+    from openwebui_rag_mcp.server import create_server
+
+    create_server(settings).run("stdio")
+
+
+if __name__ == "__main__":
+    main()

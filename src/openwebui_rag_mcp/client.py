@@ -1,0 +1,289 @@
+"""The Open WebUI HTTP client: one `httpx.AsyncClient` per process and the one place that maps failures.
+
+Every request goes through `_send`, which turns transport errors, HTTP errors and non-JSON answers into
+`ToolFailure`s with the codes of errors.py. Nothing else in the package touches httpx exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from openwebui_rag_mcp import __version__, normalize
+from openwebui_rag_mcp.compat import Release
+from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.errors import ToolFailure
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_DETAIL_CHARS = 300
+_PAGE_CONCURRENCY = 4
+_NOT_FOUND_TEXT = "could not find what you"
+_NO_PERMISSION_TEXT = "do not have permission"
+_DUPLICATE_TEXT = "duplicate content"
+
+Json = Any  # what json.loads returns; checked by the normalizer at the boundary
+
+
+def segment(value: str) -> str:
+    """A path segment, always encoded, so no id can change the path it is placed in."""
+    return quote(value, safe="")
+
+
+class OpenWebUIClient:
+    """Typed access to the Knowledge, Files and Retrieval APIs of one Open WebUI instance."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self._settings = settings
+        self._max_response_bytes = max_response_bytes
+        self._http = httpx.AsyncClient(
+            base_url=settings.url + "/",
+            headers={
+                "Authorization": f"Bearer {settings.api_key.get_secret_value()}",
+                "Accept": "application/json",
+                "User-Agent": f"openwebui-rag-mcp/{__version__}",
+            },
+            timeout=httpx.Timeout(settings.timeout, connect=min(10.0, settings.timeout)),
+            verify=settings.verify_tls,
+            transport=transport,
+            trust_env=True,
+        )
+        self._release: Release | None = None
+        self._release_lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- the funnel -------------------------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None = None,
+        json_body: Json = None,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        data: Mapping[str, str] | None = None,
+    ) -> Json:
+        """One request; the parsed JSON body of a 2xx answer, or a `ToolFailure`."""
+        where = f"{method} /{path}"
+        request = self._http.build_request(method, path, params=params, json=json_body, files=files, data=data)
+        try:
+            # The whole exchange, body included, must fit in the timeout: a slow-drip body cannot hang a tool.
+            async with asyncio.timeout(self._settings.timeout):
+                response = await self._http.send(request, stream=True)
+                try:
+                    body = await self._read_capped(response, where)
+                finally:
+                    await response.aclose()
+        except ToolFailure:
+            raise
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            connect = isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
+            raise ToolFailure(
+                "upstream_unavailable" if connect else "timeout",
+                f"{where}: Open WebUI did not answer within {self._settings.timeout:g} s (OPENWEBUI_TIMEOUT)"
+                if not connect
+                else f"{where}: could not connect to Open WebUI at {self._settings.url} in time",
+                retryable=True,
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ToolFailure(
+                "upstream_unavailable",
+                f"{where}: could not reach Open WebUI at {self._settings.url} "
+                f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
+                retryable=True,
+            ) from None
+
+        if response.status_code >= 400:
+            raise self._http_failure(where, response, body)
+        content_type = response.headers.get("content-type", "")
+        if "json" not in content_type:
+            raise normalize.unexpected(f"{where} gave {content_type or 'no content type'}, not JSON")
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            raise normalize.unexpected(f"{where} gave malformed JSON") from None
+
+    async def _read_capped(self, response: httpx.Response, where: str) -> bytes:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_response_bytes:
+            raise self._too_large(where)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max_response_bytes:
+                raise self._too_large(where)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, where: str) -> ToolFailure:
+        return ToolFailure(
+            "unexpected_response",
+            f"{where}: the answer is larger than {self._max_response_bytes // (1024 * 1024)} MiB; refused",
+        )
+
+    def _redact(self, text: str) -> str:
+        key = self._settings.api_key.get_secret_value()
+        return text.replace(key, "[redacted]") if key else text
+
+    def _http_failure(self, where: str, response: httpx.Response, body: bytes) -> ToolFailure:
+        status = response.status_code
+        detail = self._redact(_detail(body))
+        lowered = detail.lower()
+        said = f" ({detail})" if detail else ""
+        if _DUPLICATE_TEXT in lowered:
+            return ToolFailure("duplicate_content", f"{where}: Open WebUI refused duplicate content{said}", status)
+        if _NOT_FOUND_TEXT in lowered or status == 404:
+            return ToolFailure("not_found", f"{where}: not found, or not visible to this API key{said}", status)
+        if status == 401 or (status == 403 and "authenticated" in lowered) or "api key is not enabled" in lowered:
+            return ToolFailure(
+                "auth",
+                f"{where}: Open WebUI rejected the API key (HTTP {status}){said}. Check OPENWEBUI_API_KEY and that "
+                "API keys are enabled in Open WebUI (Admin Settings > General)",
+                status,
+            )
+        if status == 403 or _NO_PERMISSION_TEXT in lowered:
+            return ToolFailure("forbidden", f"{where}: this API key may not do that{said}", status)
+        if status == 409:
+            return ToolFailure("conflict", f"{where}: Open WebUI refused the change{said}", status)
+        if status == 413:
+            return ToolFailure("too_large", f"{where}: Open WebUI refused the size of the request{said}", status)
+        if status == 429:
+            return ToolFailure("rate_limited", f"{where}: rate limited by Open WebUI{said}", status, retryable=True)
+        if status in (502, 503, 504):
+            return ToolFailure(
+                "upstream_unavailable", f"{where}: Open WebUI is unavailable (HTTP {status}){said}", status, True
+            )
+        return ToolFailure("upstream_error", f"{where}: Open WebUI answered HTTP {status}{said}", status)
+
+    # -- release awareness ------------------------------------------------------------------------------------
+
+    async def release(self) -> Release:
+        """The Open WebUI release, read once per process (a failed read is retried on the next call)."""
+        if self._release is not None:
+            return self._release
+        async with self._release_lock:
+            if self._release is None:
+                body = await self._send("GET", "api/version")
+                version = body.get("version") if isinstance(body, dict) else None
+                if not isinstance(version, str):
+                    raise normalize.unexpected("GET /api/version without a version")
+                self._release = Release.parse(version)
+                log.info("Open WebUI %s at %s", version, self._settings.url)
+            return self._release
+
+    async def warm_up(self) -> None:
+        """Read the release early so the first tool call is fast; an unreachable Open WebUI is only a warning."""
+        try:
+            await self.release()
+        except ToolFailure as failure:
+            log.warning("Open WebUI is not reachable yet (%s); will retry on the next call", failure.message)
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    async def _all_pages(self, path: str, what: str) -> tuple[list[Mapping[str, Any]], int | None]:
+        """Every item of a paged list: page 1 first (it tells the page size), then the rest concurrently."""
+        first, total = normalize.page(await self._send("GET", path, params={"page": 1}), what)
+        if total is None or not first or total <= len(first):
+            return first, total if total is not None else len(first)
+        pages = math.ceil(total / len(first))
+        gate = asyncio.Semaphore(_PAGE_CONCURRENCY)
+
+        async def fetch(number: int) -> list[Mapping[str, Any]]:
+            async with gate:
+                items, _ = normalize.page(await self._send("GET", path, params={"page": number}), what)
+                return items
+
+        rest = await asyncio.gather(*(fetch(n) for n in range(2, pages + 1)))
+        seen: set[object] = set()
+        items: list[Mapping[str, Any]] = []
+        for item in [*first, *(i for chunk in rest for i in chunk)]:
+            if item.get("id") not in seen:  # an item can move between pages while we read them
+                seen.add(item.get("id"))
+                items.append(item)
+        return items, total
+
+    async def list_knowledge(self) -> list[Mapping[str, Any]]:
+        release = await self.release()
+        if release.paged_lists:
+            items, _ = await self._all_pages("api/v1/knowledge/", "the list of knowledge bases")
+            return items
+        items, _ = normalize.page(await self._send("GET", "api/v1/knowledge/"), "the list of knowledge bases")
+        return items
+
+    async def count_knowledge(self) -> int:
+        """How many bases the key can read, with one authorised request (the health check)."""
+        release = await self.release()
+        params = {"page": 1} if release.paged_lists else None
+        items, total = normalize.page(
+            await self._send("GET", "api/v1/knowledge/", params=params), "the list of knowledge bases"
+        )
+        return total if total is not None else len(items)
+
+    async def knowledge(self, knowledge_id: str) -> Mapping[str, Any]:
+        body = await self._send("GET", f"api/v1/knowledge/{segment(knowledge_id)}")
+        if body is None:  # releases before 0.7 answer 200 null when the key cannot read the base
+            raise ToolFailure("not_found", f"knowledge base {knowledge_id} not found, or not visible to this API key")
+        if not isinstance(body, dict):
+            raise normalize.unexpected("a knowledge base")
+        return body
+
+    async def knowledge_files(self, knowledge_id: str, page: int | None) -> tuple[list[Mapping[str, Any]], int | None]:
+        """The documents of a base: every page (page=None) or one page of Open WebUI's page size."""
+        release = await self.release()
+        if not release.paged_lists:
+            files = normalize.nested_files(await self.knowledge(knowledge_id))
+            if page is None:
+                return files, len(files)
+            return files[(page - 1) * 30 : page * 30], len(files)
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
+        if page is None:
+            return await self._all_pages(path, "the files of a knowledge base")
+        return normalize.page(await self._send("GET", path, params={"page": page}), "the files of a knowledge base")
+
+    async def query_collection(self, collection_names: list[str], query: str, k: int, k_reranker: int | None) -> Json:
+        body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
+        if k_reranker is not None:
+            body["k_reranker"] = k_reranker
+        return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body)
+
+    async def file(self, file_id: str) -> Json:
+        return await self._send("GET", f"api/v1/files/{segment(file_id)}")
+
+
+def _detail(body: bytes) -> str:
+    """Open WebUI's error text (`{"detail": ...}`), shortened; the body's start when it is not JSON."""
+    text = body[:4096].decode("utf-8", "replace")
+    try:
+        parsed = json.loads(body) if len(body) < 65536 else None
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict) and "detail" in parsed:
+        detail = parsed["detail"]
+        if isinstance(detail, list):  # FastAPI validation errors
+            text = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        else:
+            text = str(detail)
+    elif text.lstrip().startswith("<"):
+        text = "an HTML page"
+    text = " ".join(text.split())
+    while len(text) > 5 and text[:3].isdigit() and text[3:5] == ": ":  # "400: 400: Duplicate ..." from nesting
+        text = text[5:]
+    return text[:_DETAIL_CHARS] + ("..." if len(text) > _DETAIL_CHARS else "")

@@ -1,0 +1,54 @@
+"""Which Open WebUI release we talk to, and what that release can do.
+
+Open WebUI changed its Knowledge API several times (see docs/compatibility in the README). The version from
+`GET /api/version` picks endpoints; parsers still accept every known shape, so a mislabelled build degrades
+gracefully instead of reading an empty list.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from openwebui_rag_mcp.models import Capabilities
+
+_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+# Boundaries from Open WebUI's CHANGELOG and source, checked live where the README's table says so.
+PAGED_LISTS = (0, 6, 42)  # {items,total} lists paged by 30 and GET /knowledge/{id}/files
+PROCESS_STATUS = (0, 6, 23)  # background processing and GET /files/{id}/process/status
+UPLOAD_METADATA = (0, 6, 23)  # the upload's `metadata` form field is stored in file.meta.data
+KEEP_FILE_ON_REMOVE = (0, 6, 27)  # file/remove honours ?delete_file=false
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    version: str
+    parts: tuple[int, int, int]
+
+    @classmethod
+    def parse(cls, version: str) -> Release:
+        """Read a version string; an unparseable one is treated as the newest family."""
+        match = _VERSION.match(version)
+        if match is None:
+            return cls(version, (999, 0, 0))
+        major, minor, patch = match.groups()
+        return cls(version, (int(major), int(minor), int(patch or 0)))
+
+    @property
+    def paged_lists(self) -> bool:
+        return self.parts >= PAGED_LISTS
+
+    @property
+    def family(self) -> str:
+        return "paged (items/total, files endpoint)" if self.paged_lists else "flat (lists, files nested in the base)"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            paged_lists=self.paged_lists,
+            files_endpoint=self.paged_lists,
+            process_status=self.parts >= PROCESS_STATUS,
+            upload_metadata=self.parts >= UPLOAD_METADATA,
+            keep_file_on_remove=self.parts >= KEEP_FILE_ON_REMOVE,
+        )

@@ -1,0 +1,126 @@
+"""Configuration, read from the environment only and validated once at start.
+
+Every problem is collected and reported together, one line each, so a user fixes a broken setup in one go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+TOP_K_MAX = 50
+CHUNK_CHARS_MIN = 100
+FILE_CHARS_MIN = 1_000
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class ConfigError(Exception):
+    """The environment does not describe a usable configuration; `problems` has one line per fault."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the server needs to know, with defaults applied. Build it with `load_settings`."""
+
+    url: str
+    api_key: SecretStr
+    timeout: float = 120.0
+    verify_tls: bool = True
+    top_k: int = 8
+    chunk_max_chars: int = 4_000
+    file_max_chars: int = 100_000
+    log_level: str = "WARNING"
+    warnings: tuple[str, ...] = ()
+
+
+def load_settings(environ: Mapping[str, str]) -> Settings:
+    """Read and validate the configuration from `environ`; raise `ConfigError` listing every problem."""
+    problems: list[str] = []
+    warnings: list[str] = []
+
+    def text(name: str) -> str:
+        return environ.get(name, "").strip()
+
+    url = text("OPENWEBUI_URL").rstrip("/")
+    if not url:
+        problems.append("OPENWEBUI_URL is not set: give the base URL of Open WebUI, e.g. http://localhost:8080")
+    else:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problems.append(f"OPENWEBUI_URL must look like http(s)://host[:port][/prefix], got {url!r}")
+        elif parts.query or parts.fragment:
+            problems.append("OPENWEBUI_URL must not contain a query string or fragment")
+
+    api_key = text("OPENWEBUI_API_KEY")
+    if not api_key:
+        problems.append("OPENWEBUI_API_KEY is not set: create one in Open WebUI under Settings > Account > API keys")
+    elif any(c.isspace() for c in api_key):
+        problems.append("OPENWEBUI_API_KEY contains whitespace; copy the key (sk-...) without spaces or newlines")
+
+    def number(name: str, default: float, minimum: float, maximum: float | None, integer: bool) -> float:
+        raw = text(name)
+        if not raw:
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            kind = "a whole number" if integer else "a number"
+            problems.append(f"{name} must be {kind}, got {raw!r}")
+            return default
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
+            problems.append(f"{name} must be {bound}, got {raw}")
+            return default
+        return value
+
+    def flag(name: str, default: bool) -> bool:
+        raw = text(name).lower()
+        if not raw:
+            return default
+        if raw in _TRUE:
+            return True
+        if raw in _FALSE:
+            return False
+        problems.append(f"{name} must be true or false, got {text(name)!r}")
+        return default
+
+    timeout = number("OPENWEBUI_TIMEOUT", 120.0, 1.0, 3600.0, integer=False)
+    verify_tls = flag("OPENWEBUI_VERIFY_TLS", True)
+    top_k = int(number("RAG_TOP_K", 8, 1, TOP_K_MAX, integer=True))
+    chunk_max_chars = int(number("RAG_CHUNK_MAX_CHARS", 4_000, CHUNK_CHARS_MIN, None, integer=True))
+    file_max_chars = int(number("RAG_FILE_MAX_CHARS", 100_000, FILE_CHARS_MIN, None, integer=True))
+
+    log_level = text("OPENWEBUI_LOG_LEVEL").upper() or "WARNING"
+    if log_level not in _LOG_LEVELS:
+        shown = text("OPENWEBUI_LOG_LEVEL")
+        problems.append(f"OPENWEBUI_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, got {shown!r}")
+
+    if "RAG_SCORE_THRESHOLD" in environ:
+        warnings.append(
+            "RAG_SCORE_THRESHOLD is no longer used and is ignored: scores mean different things in different "
+            "Open WebUI retrieval modes; set a relevance threshold in Open WebUI's own settings instead"
+        )
+
+    if problems:
+        raise ConfigError(problems)
+    return Settings(
+        url=url,
+        api_key=SecretStr(api_key),
+        timeout=timeout,
+        verify_tls=verify_tls,
+        top_k=top_k,
+        chunk_max_chars=chunk_max_chars,
+        file_max_chars=file_max_chars,
+        log_level=log_level,
+        warnings=tuple(warnings),
+    )

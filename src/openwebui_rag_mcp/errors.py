@@ -1,0 +1,57 @@
+"""The one error type tools report, and its small set of codes.
+
+    ToolFailure(code, message, http_status, retryable, stage, file_id, outcome)
+
+The Open WebUI client raises it for every transport, HTTP and shape failure; tools raise it for bad input.
+The server turns it into an MCP result with `isError: true` and the structured body `ErrorBody`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+ErrorCode = Literal[
+    "invalid_argument",  # the caller's input is wrong; nothing was sent upstream
+    "auth",  # Open WebUI rejected the API key
+    "forbidden",  # the key is valid but lacks access to this object
+    "not_found",  # the knowledge base or file does not exist (or is invisible to the key)
+    "duplicate_content",  # the base already holds a document with identical text
+    "conflict",  # Open WebUI refused the change because of the object's state
+    "too_large",  # Open WebUI or this server refused a body over a size limit
+    "rate_limited",  # 429 from Open WebUI or a proxy in front of it
+    "timeout",  # no answer within OPENWEBUI_TIMEOUT
+    "upstream_unavailable",  # Open WebUI could not be reached
+    "upstream_error",  # Open WebUI answered with an error we cannot classify more precisely
+    "unexpected_response",  # a 2xx answer that is not the JSON the contract promises
+    "unsupported",  # this Open WebUI release cannot do this safely
+    "internal_error",  # a bug in this server; the details are in its log on stderr
+]
+
+Stage = Literal["create", "upload", "process", "attach", "update", "reindex", "unlink"]
+Outcome = Literal["not_applied", "partial_or_unknown"]
+
+
+@dataclass(eq=False)
+class ToolFailure(Exception):
+    """A failure an agent can read and act on. Messages never carry the API key."""
+
+    code: ErrorCode
+    message: str
+    http_status: int | None = None
+    retryable: bool = False
+    stage: Stage | None = None
+    file_id: str | None = None
+    outcome: Outcome | None = None
+    existing_file_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def at(self, stage: Stage, *, file_id: str | None = None, outcome: Outcome | None = None) -> ToolFailure:
+        """The same failure, placed in a write sequence."""
+        return replace(self, stage=stage, file_id=file_id or self.file_id, outcome=outcome or self.outcome)
+
+
+def invalid_argument(message: str) -> ToolFailure:
+    return ToolFailure("invalid_argument", message)

@@ -1,0 +1,105 @@
+"""The result shapes tools return. Their JSON schemas are the tools' output schemas, so names are stable API."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KnowledgeBase(_Result):
+    knowledge_id: str
+    name: str
+    description: str | None
+    file_count: int | None
+    updated_at: str | None
+    write_access: bool | None
+
+
+class KnowledgeList(_Result):
+    items: list[KnowledgeBase]
+    count: int
+
+
+class FileItem(_Result):
+    file_id: str
+    title: str | None
+    filename: str | None
+    size: int | None
+    updated_at: str | None
+
+
+class KnowledgeFiles(_Result):
+    knowledge_id: str
+    items: list[FileItem]
+    count: int
+    total: int | None
+    page: int | None
+
+
+class Chunk(_Result):
+    text: str
+    truncated: bool
+    chunk_id: str | None
+    file_id: str | None
+    knowledge_id: str | None
+    title: str | None
+    source: str | None
+    metadata: dict[str, Any]
+    score: float | None
+    distance: float | None
+
+
+class SearchResult(_Result):
+    query: str
+    knowledge_ids: list[str]
+    results: list[Chunk]
+    count: int
+
+
+class FileText(_Result):
+    file_id: str
+    title: str | None
+    filename: str | None
+    text: str
+    truncated: bool
+    total_chars: int
+    offset: int
+    next_offset: int | None
+    status: str | None
+
+
+class Capabilities(_Result):
+    paged_lists: bool
+    files_endpoint: bool
+    process_status: bool
+    upload_metadata: bool
+    keep_file_on_remove: bool
+
+
+class Health(_Result):
+    ok: Literal[True]
+    openwebui_version: str
+    url: str
+    family: str
+    capabilities: Capabilities
+    knowledge_bases_visible: int
+    server_version: str
+
+
+class ErrorBody(_Result):
+    ok: Literal[False]
+    code: ErrorCode
+    message: str
+    http_status: int | None
+    retryable: bool
+    stage: Stage | None
+    file_id: str | None
+    outcome: Outcome | None
+    existing_file_id: str | None = None

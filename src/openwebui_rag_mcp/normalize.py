@@ -1,0 +1,261 @@
+"""Pure functions from Open WebUI's JSON, in all its release-dependent shapes, to this server's result models.
+
+No I/O here. A body that matches none of the known shapes raises `ToolFailure("unexpected_response")`: an
+answer we cannot read is an error, never an empty list.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.models import Chunk, FileItem, FileText, KnowledgeBase
+
+# Metadata Open WebUI adds for its own bookkeeping; useless or harmful in an agent's context window.
+_NOISE_KEYS = frozenset({"embedding_config", "_chunk_hash", "embedding", "embeddings", "vector", "created_by"})
+# Metadata that becomes a first-class chunk field instead.
+_PROMOTED_KEYS = frozenset({"file_id", "title", "source", "score"})
+_TEXT_KEYS = ("content", "document", "text", "page_content")
+
+
+def unexpected(what: str) -> ToolFailure:
+    return ToolFailure(
+        "unexpected_response",
+        f"Open WebUI answered with something other than the expected JSON ({what}); "
+        "check that OPENWEBUI_URL points at Open WebUI itself and that its release is supported",
+    )
+
+
+def cut(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to at most `limit` characters, and whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def iso_time(value: object) -> str | None:
+    """Open WebUI's epoch timestamps (seconds; some releases used ms or ns) as ISO 8601 UTC."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value if isinstance(value, str) and value else None
+    seconds = float(value)
+    while seconds > 1e11:  # milliseconds, microseconds or nanoseconds
+        seconds /= 1000
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise unexpected(what)
+    return value
+
+
+def _optional_mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def page(body: object, what: str) -> tuple[list[Mapping[str, Any]], int | None]:
+    """The items and total of a list answer: a flat array, `{items, total}` or `{data, total}`."""
+    items: object
+    total: int | None = None
+    if isinstance(body, list):
+        items = body
+    elif isinstance(body, Mapping):
+        items = body.get("items", body.get("data"))
+        total = _int(body.get("total"))
+    else:
+        raise unexpected(what)
+    if not isinstance(items, list):
+        raise unexpected(what)
+    return [_mapping(item, what) for item in items], total
+
+
+def knowledge_base(item: Mapping[str, Any]) -> KnowledgeBase:
+    knowledge_id = _str(item.get("id"))
+    if knowledge_id is None:
+        raise unexpected("a knowledge base without an id")
+    files = item.get("files")
+    file_count = _int(item.get("file_count"))
+    if file_count is None and isinstance(files, list):
+        file_count = len(files)
+    write_access = item.get("write_access")
+    return KnowledgeBase(
+        knowledge_id=knowledge_id,
+        name=_str(item.get("name")) or "",
+        description=_str(item.get("description")),
+        file_count=file_count,
+        updated_at=iso_time(item.get("updated_at")),
+        write_access=write_access if isinstance(write_access, bool) else None,
+    )
+
+
+def _upload_metadata(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The metadata given at upload: a dict on new releases, a stringified dict on some old ones."""
+    data = meta.get("data")
+    if isinstance(data, Mapping):
+        return data
+    if isinstance(data, str) and data.startswith("{") and len(data) < 100_000:
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                parsed = parse(data)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if isinstance(parsed, Mapping):
+                return parsed
+    return {}
+
+
+def file_item(raw: Mapping[str, Any]) -> FileItem:
+    file_id = _str(raw.get("id"))
+    if file_id is None:
+        raise unexpected("a file without an id")
+    meta = _optional_mapping(raw.get("meta"))
+    filename = _str(raw.get("filename")) or _str(meta.get("name"))
+    return FileItem(
+        file_id=file_id,
+        title=_str(_upload_metadata(meta).get("title")) or filename,
+        filename=filename,
+        size=_int(meta.get("size")),
+        updated_at=iso_time(raw.get("updated_at")),
+    )
+
+
+def nested_files(body: object) -> list[Mapping[str, Any]]:
+    """The `files` embedded in `GET /knowledge/{id}` on releases before 0.6.42."""
+    files = _mapping(body, "a knowledge base").get("files")
+    if files is None:
+        return []
+    if not isinstance(files, list):
+        raise unexpected("the files of a knowledge base")
+    return [_mapping(item, "a file of a knowledge base") for item in files]
+
+
+def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
+    raw = _mapping(body, "a file")
+    file_id = _str(raw.get("id"))
+    if file_id is None:
+        raise unexpected("a file without an id")
+    data = _optional_mapping(raw.get("data"))
+    content = data.get("content")
+    if content is not None and not isinstance(content, str):
+        raise unexpected("a file whose text is not a string")
+    whole = content or ""
+    text = whole[offset : offset + max_chars]
+    end = offset + len(text)
+    item = file_item(raw)
+    return FileText(
+        file_id=file_id,
+        title=item.title,
+        filename=item.filename,
+        text=text,
+        truncated=len(text) < len(whole),
+        total_chars=len(whole),
+        offset=offset,
+        next_offset=end if end < len(whole) else None,
+        status=_str(data.get("status")),
+    )
+
+
+def _column(body: Mapping[str, Any], key: str, length: int | None) -> Sequence[object]:
+    """One column of a retrieval answer (`[[...]]` or `[...]`), or Nones when the upstream left it out.
+
+    `length` is the number of documents the column must match; None for the documents column itself.
+    """
+    value = body.get(key)
+    if value is None:
+        return [None] * (length or 0)
+    if not isinstance(value, list):
+        raise unexpected(f"retrieval results with a non-list '{key}'")
+    cells: list[object] = []
+    for row in value:  # one nested row per query, or a flat list
+        if isinstance(row, list):
+            cells.extend(row)
+        else:
+            cells.append(row)
+    if length is not None and len(cells) != length:
+        raise unexpected(f"retrieval results whose '{key}' does not match the documents")
+    return cells
+
+
+def _rows(body: object) -> list[tuple[object, object, object, object]]:
+    """(text, metadata, distance, id) per result, from any retrieval answer shape."""
+    if isinstance(body, list):
+        rows: list[tuple[object, object, object, object]] = []
+        for item in body:
+            entry = _mapping(item, "a retrieval result")
+            text = next((entry[k] for k in _TEXT_KEYS if k in entry), None)
+            metadata = entry.get("metadata")
+            if metadata is None:
+                metadata = {k: v for k, v in entry.items() if k not in _TEXT_KEYS and k not in ("distance", "id")}
+            rows.append((text, metadata, entry.get("distance"), entry.get("id")))
+        return rows
+    answer = _mapping(body, "retrieval results")
+    if "documents" not in answer:
+        raise unexpected("retrieval results without 'documents'")
+    if answer["documents"] is None:
+        return []
+    texts = _column(answer, "documents", None)
+    count = len(texts)
+    metadatas = _column(answer, "metadatas", count)
+    distances = _column(answer, "distances", count)
+    ids = _column(answer, "ids", count)
+    return list(zip(texts, metadatas, distances, ids, strict=True))
+
+
+def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = None) -> list[Chunk]:
+    """Retrieval results as chunks, in Open WebUI's order, text cut to `chunk_max_chars`.
+
+    `knowledge_id` is set on every chunk only when the caller searched exactly one base, the one case where the
+    base a chunk came from is certain.
+    """
+    results: list[Chunk] = []
+    for text, raw_metadata, distance, chunk_id in _rows(body):
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise unexpected("a retrieval result whose text is not a string")
+        metadata = _optional_mapping(raw_metadata)
+        uploaded = _upload_metadata(metadata)
+        shown, truncated = cut(text, chunk_max_chars)
+        results.append(
+            Chunk(
+                text=shown,
+                truncated=truncated,
+                chunk_id=str(chunk_id) if isinstance(chunk_id, str | int) and not isinstance(chunk_id, bool) else None,
+                file_id=_str(metadata.get("file_id")),
+                knowledge_id=knowledge_id,
+                title=_str(metadata.get("title")) or _str(uploaded.get("title")) or _str(metadata.get("name")),
+                source=_str(metadata.get("source")) or _str(uploaded.get("source")),
+                metadata={k: v for k, v in metadata.items() if k not in _NOISE_KEYS and k not in _PROMOTED_KEYS},
+                score=_number(metadata.get("score")),
+                distance=_number(distance),
+            )
+        )
+    return results

@@ -1,0 +1,58 @@
+"""Live tests: a real Open WebUI (installed from PyPI into a cached venv) started once per session.
+
+The release is ``devtools.openwebui_local.NEWEST`` unless ``OPENWEBUI_LIVE_VERSION`` names another one. A failure to
+install or start Open WebUI fails the tests (it never skips them). Every test in this folder gets the ``live`` marker,
+so ``pytest -m "not live"`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devtools import openwebui_local
+from devtools.openwebui_local import Instance
+
+LIVE_DIR = Path(__file__).resolve().parent
+
+
+def live_version() -> str:
+    return os.environ.get("OPENWEBUI_LIVE_VERSION") or openwebui_local.NEWEST
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(item.path).resolve().is_relative_to(LIVE_DIR):
+            item.add_marker(pytest.mark.live)
+
+
+@pytest.fixture(scope="session")
+def live_openwebui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session."""
+    version = live_version()
+    started = time.monotonic()
+    try:
+        openwebui_local.install(version)
+    except Exception as exc:
+        pytest.fail(f"could not install Open WebUI {version}: {exc}", pytrace=False)
+    installed = time.monotonic()
+    workdir = tmp_path_factory.mktemp(f"openwebui-{version}")
+    try:
+        instance = openwebui_local.start(version, workdir)
+    except Exception as exc:
+        pytest.fail(
+            f"could not start Open WebUI {version}: {exc}\n(log: {workdir / 'openwebui.log'})",
+            pytrace=False,
+        )
+    print(
+        f"\nOpen WebUI {version} at {instance.url}: install check {installed - started:.1f} s, "
+        f"start {time.monotonic() - installed:.1f} s; log {instance.log_path}"
+    )
+    try:
+        yield instance
+    finally:
+        openwebui_local.stop(instance)
