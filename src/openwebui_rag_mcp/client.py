@@ -93,19 +93,25 @@ class OpenWebUIClient:
                     await response.aclose()
         except ToolFailure:
             raise
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            connect = isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            # No connection, so the request certainly never reached Open WebUI.
             raise ToolFailure(
-                "upstream_unavailable" if connect else "timeout",
-                f"{where}: Open WebUI did not answer within {self._settings.timeout:g} s (OPENWEBUI_TIMEOUT)"
-                if not connect
-                else f"{where}: could not connect to Open WebUI at {self._settings.url} in time",
+                "upstream_unavailable",
+                f"{where}: could not connect to Open WebUI at {self._settings.url} "
+                f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
+                retryable=True,
+                request_sent=False,
+            ) from None
+        except (TimeoutError, httpx.TimeoutException):
+            raise ToolFailure(
+                "timeout",
+                f"{where}: Open WebUI did not answer within {self._settings.timeout:g} s (OPENWEBUI_TIMEOUT)",
                 retryable=True,
             ) from None
         except httpx.HTTPError as exc:
             raise ToolFailure(
                 "upstream_unavailable",
-                f"{where}: could not reach Open WebUI at {self._settings.url} "
+                f"{where}: the connection to Open WebUI broke "
                 f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
                 retryable=True,
             ) from None
@@ -241,9 +247,7 @@ class OpenWebUIClient:
         body = await self._send("GET", f"api/v1/knowledge/{segment(knowledge_id)}")
         if body is None:  # releases before 0.7 answer 200 null when the key cannot read the base
             raise ToolFailure("not_found", f"knowledge base {knowledge_id} not found, or not visible to this API key")
-        if not isinstance(body, dict):
-            raise normalize.unexpected("a knowledge base")
-        return body
+        return _object(body, "a knowledge base")
 
     async def knowledge_files(self, knowledge_id: str, page: int | None) -> tuple[list[Mapping[str, Any]], int | None]:
         """The documents of a base: every page (page=None) or one page of Open WebUI's page size."""
@@ -266,6 +270,53 @@ class OpenWebUIClient:
 
     async def file(self, file_id: str) -> Json:
         return await self._send("GET", f"api/v1/files/{segment(file_id)}")
+
+    # -- writes (never retried; the caller holds the write lock) ---------------------------------------------
+
+    async def create_knowledge(self, name: str, description: str) -> Mapping[str, Any]:
+        release = await self.release()
+        body: dict[str, Any] = {"name": name, "description": description}
+        if release.parts < (0, 8, 0):
+            body["access_control"] = {}  # before 0.8, null meant readable by every user; {} is private
+        return _object(await self._send("POST", "api/v1/knowledge/create", json_body=body), "a new knowledge base")
+
+    async def upload(self, filename: str, content: bytes, metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+        answer = await self._send(
+            "POST",
+            "api/v1/files/",
+            files={"file": (filename, content, "text/markdown")},
+            data={"metadata": json.dumps(metadata, ensure_ascii=False)},
+        )
+        return _object(answer, "an uploaded file")
+
+    async def process_status(self, file_id: str) -> str:
+        answer = _object(await self._send("GET", f"api/v1/files/{segment(file_id)}/process/status"), "a status")
+        status = answer.get("status")
+        if not isinstance(status, str):
+            raise normalize.unexpected("a processing status without a status")
+        return status
+
+    async def add_file(self, knowledge_id: str, file_id: str) -> Json:
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/add"
+        return await self._send("POST", path, json_body={"file_id": file_id})
+
+    async def update_file_text(self, file_id: str, text: str) -> Json:
+        path = f"api/v1/files/{segment(file_id)}/data/content/update"
+        return await self._send("POST", path, json_body={"content": text})
+
+    async def reindex_file(self, knowledge_id: str, file_id: str) -> Json:
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/update"
+        return await self._send("POST", path, json_body={"file_id": file_id})
+
+    async def remove_file(self, knowledge_id: str, file_id: str) -> Json:
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/remove"
+        return await self._send("POST", path, params={"delete_file": "false"}, json_body={"file_id": file_id})
+
+
+def _object(body: Json, what: str) -> Mapping[str, Any]:
+    if not isinstance(body, dict):
+        raise normalize.unexpected(what)
+    return body
 
 
 def _detail(body: bytes) -> str:

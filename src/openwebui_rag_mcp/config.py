@@ -39,6 +39,7 @@ class Settings:
     top_k: int = 8
     chunk_max_chars: int = 4_000
     file_max_chars: int = 100_000
+    process_timeout: float = 300.0
     log_level: str = "WARNING"
     warnings: tuple[str, ...] = ()
 
@@ -99,6 +100,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     top_k = int(number("RAG_TOP_K", 8, 1, TOP_K_MAX, integer=True))
     chunk_max_chars = int(number("RAG_CHUNK_MAX_CHARS", 4_000, CHUNK_CHARS_MIN, None, integer=True))
     file_max_chars = int(number("RAG_FILE_MAX_CHARS", 100_000, FILE_CHARS_MIN, None, integer=True))
+    process_timeout = number("OPENWEBUI_PROCESS_TIMEOUT", 300.0, 1.0, 86_400.0, integer=False)
 
     log_level = text("OPENWEBUI_LOG_LEVEL").upper() or "WARNING"
     if log_level not in _LOG_LEVELS:
@@ -121,6 +123,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         top_k=top_k,
         chunk_max_chars=chunk_max_chars,
         file_max_chars=file_max_chars,
+        process_timeout=process_timeout,
         log_level=log_level,
         warnings=tuple(warnings),
     )

@@ -44,9 +44,15 @@ class ToolFailure(Exception):
     file_id: str | None = None
     outcome: Outcome | None = None
     existing_file_id: str | None = None
+    # False when the request certainly never reached Open WebUI (no connection): a write then did not happen.
+    request_sent: bool = True
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    def explained(self, more: str) -> ToolFailure:
+        """The same failure with more to say."""
+        return replace(self, message=self.message + more)
 
     def at(self, stage: Stage, *, file_id: str | None = None, outcome: Outcome | None = None) -> ToolFailure:
         """The same failure, placed in a write sequence."""
@@ -54,4 +60,14 @@ class ToolFailure(Exception):
 
 
 def invalid_argument(message: str) -> ToolFailure:
-    return ToolFailure("invalid_argument", message)
+    return ToolFailure("invalid_argument", message, request_sent=False)
+
+
+def write_outcome(failure: ToolFailure) -> Outcome:
+    """Whether a failed write request may have changed anything in Open WebUI.
+
+    A refusal (4xx) or a request that never left is certain; a timeout, a broken connection, a 5xx or an
+    unreadable answer is not: Open WebUI may have applied the request before failing to answer.
+    """
+    refused = failure.http_status is not None and failure.http_status < 500
+    return "not_applied" if refused or not failure.request_sent else "partial_or_unknown"

@@ -103,3 +103,35 @@ class ErrorBody(_Result):
     file_id: str | None
     outcome: Outcome | None
     existing_file_id: str | None = None
+
+
+class KnowledgeCreated(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    name: str
+    description: str
+
+
+class DocumentAdded(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    file_id: str
+    title: str
+    filename: str
+    status: str
+
+
+class DocumentUpdated(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    file_id: str
+    total_chars: int
+    shared_file: Literal[True]
+    note: str
+
+
+class DocumentRemoved(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    file_id: str
+    file_kept: Literal[True]
