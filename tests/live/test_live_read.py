@@ -54,7 +54,8 @@ async def test_list_files_search_and_read(live_openwebui: Instance, seeded: Seed
         assert files["count"] == files["total"] == len(DOCS)
         assert {item["filename"] for item in files["items"]} == set(DOCS)
 
-        found = await server.ok("knowledge_search", {"query": f"{RARE} bananas", "knowledge_ids": [seeded.knowledge_id]})
+        query = {"query": f"{RARE} bananas", "knowledge_ids": [seeded.knowledge_id]}
+        found = await server.ok("knowledge_search", query)
         assert found["knowledge_ids"] == [seeded.knowledge_id]
         first = found["results"][0]
         assert first["file_id"] == seeded.file_ids["bananas.md"]
