@@ -11,6 +11,8 @@ import json
 import logging
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _DETAIL_CHARS = 300
 _PAGE_CONCURRENCY = 4
+_RETRY_AFTER_MAX = 30.0
 _NOT_FOUND_TEXT = "could not find what you"
 _NO_PERMISSION_TEXT = "do not have permission"
 _DUPLICATE_TEXT = "duplicate content"
@@ -79,8 +82,35 @@ class OpenWebUIClient:
         json_body: Json = None,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         data: Mapping[str, str] | None = None,
+        read: bool | None = None,
     ) -> Json:
-        """One request; the parsed JSON body of a 2xx answer, or a `ToolFailure`."""
+        """The parsed JSON body of a 2xx answer, or a `ToolFailure`.
+
+        A read (every GET, and retrieval queries) told to come back later by a 429 or 503 with Retry-After is
+        tried once more when the wait fits in the time budget. Writes are never retried: Open WebUI may have
+        applied them.
+        """
+        retry = (method == "GET") if read is None else read
+        try:
+            return await self._send_once(method, path, params=params, json_body=json_body, files=files, data=data)
+        except ToolFailure as failure:
+            wait = failure.retry_after
+            if not retry or wait is None or wait > min(self._settings.timeout / 2, _RETRY_AFTER_MAX):
+                raise
+            log.info("%s %s: Open WebUI asked to retry after %.1f s", method, path, wait)
+        await asyncio.sleep(wait)
+        return await self._send_once(method, path, params=params, json_body=json_body, files=files, data=data)
+
+    async def _send_once(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None,
+        json_body: Json,
+        files: Mapping[str, tuple[str, bytes, str]] | None,
+        data: Mapping[str, str] | None,
+    ) -> Json:
         where = f"{method} /{path}"
         request = self._http.build_request(method, path, params=params, json=json_body, files=files, data=data)
         try:
@@ -158,6 +188,8 @@ class OpenWebUIClient:
             return ToolFailure("duplicate_content", f"{where}: Open WebUI refused duplicate content{said}", status)
         if _NOT_FOUND_TEXT in lowered or status == 404:
             return ToolFailure("not_found", f"{where}: not found, or not visible to this API key{said}", status)
+        if _NO_PERMISSION_TEXT in lowered:  # ACCESS_PROHIBITED comes as 400, 401 or 403 depending on the route
+            return ToolFailure("forbidden", f"{where}: this API key may not do that{said}", status)
         if status == 401 or (status == 403 and "authenticated" in lowered) or "api key is not enabled" in lowered:
             return ToolFailure(
                 "auth",
@@ -165,17 +197,24 @@ class OpenWebUIClient:
                 "API keys are enabled in Open WebUI (Admin Settings > General)",
                 status,
             )
-        if status == 403 or _NO_PERMISSION_TEXT in lowered:
+        if status == 403:
             return ToolFailure("forbidden", f"{where}: this API key may not do that{said}", status)
         if status == 409:
             return ToolFailure("conflict", f"{where}: Open WebUI refused the change{said}", status)
         if status == 413:
             return ToolFailure("too_large", f"{where}: Open WebUI refused the size of the request{said}", status)
+        retry_after = _retry_after(response.headers.get("retry-after"))
         if status == 429:
-            return ToolFailure("rate_limited", f"{where}: rate limited by Open WebUI{said}", status, retryable=True)
+            return ToolFailure(
+                "rate_limited", f"{where}: rate limited by Open WebUI{said}", status, True, retry_after=retry_after
+            )
         if status in (502, 503, 504):
             return ToolFailure(
-                "upstream_unavailable", f"{where}: Open WebUI is unavailable (HTTP {status}){said}", status, True
+                "upstream_unavailable",
+                f"{where}: Open WebUI is unavailable (HTTP {status}){said}",
+                status,
+                True,
+                retry_after=retry_after if status == 503 else None,
             )
         return ToolFailure("upstream_error", f"{where}: Open WebUI answered HTTP {status}{said}", status)
 
@@ -266,7 +305,7 @@ class OpenWebUIClient:
         body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
         if k_reranker is not None:
             body["k_reranker"] = k_reranker
-        return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body)
+        return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body, read=True)
 
     async def file(self, file_id: str) -> Json:
         return await self._send("GET", f"api/v1/files/{segment(file_id)}")
@@ -317,6 +356,22 @@ def _object(body: Json, what: str) -> Mapping[str, Any]:
     if not isinstance(body, dict):
         raise normalize.unexpected(what)
     return body
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _detail(body: bytes) -> str:

@@ -5,6 +5,7 @@ Every problem is collected and reported together, one line each, so a user fixes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -14,6 +15,18 @@ from pydantic import SecretStr
 TOP_K_MAX = 50
 CHUNK_CHARS_MIN = 100
 FILE_CHARS_MIN = 1_000
+
+READ_TOOLS = ("knowledge_list", "knowledge_files", "knowledge_search", "knowledge_get_file", "knowledge_health")
+WRITE_TOOLS = ("knowledge_create", "knowledge_add", "knowledge_update", "knowledge_delete")
+ALIASES = {
+    "rag_list_knowledge": "knowledge_list",
+    "rag_search": "knowledge_search",
+    "rag_get_file": "knowledge_get_file",
+    "rag_health": "knowledge_health",
+}
+ALL_TOOLS = (*READ_TOOLS, *WRITE_TOOLS, *ALIASES)
+# Open WebUI ids are UUIDs; every id we place in a URL must match this.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -41,7 +54,17 @@ class Settings:
     file_max_chars: int = 100_000
     process_timeout: float = 300.0
     log_level: str = "WARNING"
+    knowledge_ids: tuple[str, ...] | None = None
+    allow_create: bool = False
+    read_only: bool = False
+    disabled_tools: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
+
+    def tool_enabled(self, name: str) -> bool:
+        """Whether a tool (or alias) is registered: read-only mode drops writes, OPENWEBUI_DISABLED_TOOLS any."""
+        if name in self.disabled_tools:
+            return False
+        return not (self.read_only and name in WRITE_TOOLS)
 
 
 def load_settings(environ: Mapping[str, str]) -> Settings:
@@ -107,6 +130,26 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         shown = text("OPENWEBUI_LOG_LEVEL")
         problems.append(f"OPENWEBUI_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, got {shown!r}")
 
+    def names(name: str) -> list[str]:
+        return [part.strip() for part in text(name).split(",") if part.strip()]
+
+    knowledge_ids: tuple[str, ...] | None = None
+    if text("OPENWEBUI_KNOWLEDGE_IDS"):
+        knowledge_ids = tuple(dict.fromkeys(names("OPENWEBUI_KNOWLEDGE_IDS")))
+        bad = [i for i in knowledge_ids if not ID_PATTERN.fullmatch(i)]
+        if bad:
+            problems.append(f"OPENWEBUI_KNOWLEDGE_IDS holds ids that are not Open WebUI ids: {', '.join(bad)}")
+        if not knowledge_ids:
+            problems.append("OPENWEBUI_KNOWLEDGE_IDS is set but names no knowledge base")
+    allow_create = flag("OPENWEBUI_ALLOW_CREATE", knowledge_ids is None)
+    read_only = flag("OPENWEBUI_READ_ONLY", False)
+    disabled_tools = frozenset(names("OPENWEBUI_DISABLED_TOOLS"))
+    unknown = sorted(disabled_tools - set(ALL_TOOLS))
+    if unknown:
+        problems.append(
+            f"OPENWEBUI_DISABLED_TOOLS names unknown tools {', '.join(unknown)}; known: {', '.join(ALL_TOOLS)}"
+        )
+
     if "RAG_SCORE_THRESHOLD" in environ:
         warnings.append(
             "RAG_SCORE_THRESHOLD is no longer used and is ignored: scores mean different things in different "
@@ -125,5 +168,9 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         file_max_chars=file_max_chars,
         process_timeout=process_timeout,
         log_level=log_level,
+        knowledge_ids=knowledge_ids,
+        allow_create=allow_create,
+        read_only=read_only,
+        disabled_tools=disabled_tools,
         warnings=tuple(warnings),
     )

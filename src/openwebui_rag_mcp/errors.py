@@ -44,6 +44,8 @@ class ToolFailure(Exception):
     file_id: str | None = None
     outcome: Outcome | None = None
     existing_file_id: str | None = None
+    # Seconds Open WebUI (or a proxy) asked us to wait before trying again (Retry-After), when it said.
+    retry_after: float | None = None
     # False when the request certainly never reached Open WebUI (no connection): a write then did not happen.
     request_sent: bool = True
 

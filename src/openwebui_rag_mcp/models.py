@@ -83,12 +83,20 @@ class Capabilities(_Result):
     keep_file_on_remove: bool
 
 
+class Controls(_Result):
+    read_only: bool
+    knowledge_ids: list[str] | None
+    allow_create: bool
+    disabled_tools: list[str]
+
+
 class Health(_Result):
     ok: Literal[True]
     openwebui_version: str
     url: str
     family: str
     capabilities: Capabilities
+    controls: Controls
     knowledge_bases_visible: int
     server_version: str
 

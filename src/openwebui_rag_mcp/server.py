@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any
 
 import httpx
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field
 from openwebui_rag_mcp import __version__, tools, writes
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import TOP_K_MAX, Settings
-from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.errors import ToolFailure, write_outcome
 from openwebui_rag_mcp.models import (
     DocumentAdded,
     DocumentRemoved,
@@ -55,11 +56,16 @@ def _result(model: BaseModel, *, is_error: bool = False) -> CallToolResult:
     )
 
 
-async def respond(work: Awaitable[BaseModel]) -> CallToolResult:
-    """Run a tool body; a `ToolFailure` becomes an `isError` result with the structured error body."""
+async def respond(work: Awaitable[BaseModel], *, write: bool = False) -> CallToolResult:
+    """Run a tool body; a `ToolFailure` becomes an `isError` result with the structured error body.
+
+    For a write, every failure says whether anything may have changed (`outcome`), input errors included.
+    """
     try:
         return _result(await work)
     except ToolFailure as failure:
+        if write and failure.outcome is None:
+            failure = replace(failure, outcome=write_outcome(failure))
         body = ErrorBody(
             ok=False,
             code=failure.code,
@@ -82,7 +88,7 @@ async def respond(work: Awaitable[BaseModel]) -> CallToolResult:
             retryable=False,
             stage=None,
             file_id=None,
-            outcome=None,
+            outcome="partial_or_unknown" if write else None,
         )
         return _result(body, is_error=True)
 
@@ -166,7 +172,7 @@ async def knowledge_create(
     name: Annotated[str, Field(description=f"Name of the new knowledge base, at most {writes.NAME_MAX_CHARS} chars.")],
     description: Annotated[str, Field(description="What the base holds; helps people and agents choose it.")] = "",
 ) -> Annotated[CallToolResult, KnowledgeCreated]:
-    return await respond(writes.create_knowledge(_app(ctx), name, description))
+    return await respond(writes.create_knowledge(_app(ctx), name, description), write=True)
 
 
 async def knowledge_add(
@@ -185,19 +191,19 @@ async def knowledge_add(
     async def progress(done: float, total: float, message: str) -> None:
         await ctx.report_progress(done, total, message)
 
-    return await respond(writes.add_document(_app(ctx), knowledge_id, text, title, metadata, progress))
+    return await respond(writes.add_document(_app(ctx), knowledge_id, text, title, metadata, progress), write=True)
 
 
 async def knowledge_update(
     ctx: Ctx, file_id: FileId, text: Text, knowledge_id: KnowledgeId
 ) -> Annotated[CallToolResult, DocumentUpdated]:
-    return await respond(writes.update_document(_app(ctx), file_id, text, knowledge_id))
+    return await respond(writes.update_document(_app(ctx), file_id, text, knowledge_id), write=True)
 
 
 async def knowledge_delete(
     ctx: Ctx, knowledge_id: KnowledgeId, file_id: FileId
 ) -> Annotated[CallToolResult, DocumentRemoved]:
-    return await respond(writes.remove_document(_app(ctx), knowledge_id, file_id))
+    return await respond(writes.remove_document(_app(ctx), knowledge_id, file_id), write=True)
 
 
 _LIST = (
@@ -269,12 +275,18 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
         (knowledge_health, "knowledge_health", "Check Open WebUI", _HEALTH, "rag_health"),
     ]
     for fn, name, title, description, alias in reads:
-        server.add_tool(fn, name=name, title=title, description=description, annotations=READ)
-        if alias:
+        if settings.tool_enabled(name):
+            server.add_tool(fn, name=name, title=title, description=description, annotations=READ)
+        if alias and settings.tool_enabled(alias):
             alias_description = description + _ALIAS.format(name)
             server.add_tool(fn, name=alias, title=title, description=alias_description, annotations=READ)
-    server.add_tool(knowledge_create, title="Create a knowledge base", description=_CREATE, annotations=CREATE)
-    server.add_tool(knowledge_add, title="Add a document", description=_ADD, annotations=CREATE)
-    server.add_tool(knowledge_update, title="Replace a document's text", description=_UPDATE, annotations=CHANGE)
-    server.add_tool(knowledge_delete, title="Remove a document from a base", description=_DELETE, annotations=CHANGE)
+    writes_: list[tuple[Callable[..., Awaitable[CallToolResult]], str, str, ToolAnnotations]] = [
+        (knowledge_create, "Create a knowledge base", _CREATE, CREATE),
+        (knowledge_add, "Add a document", _ADD, CREATE),
+        (knowledge_update, "Replace a document's text", _UPDATE, CHANGE),
+        (knowledge_delete, "Remove a document from a base", _DELETE, CHANGE),
+    ]
+    for fn, title, description, hints in writes_:
+        if settings.tool_enabled(fn.__name__):
+            server.add_tool(fn, title=title, description=description, annotations=hints)
     return server

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.config import TOP_K_MAX, Settings
-from openwebui_rag_mcp.errors import invalid_argument
-from openwebui_rag_mcp.models import FileText, Health, KnowledgeFiles, KnowledgeList, SearchResult
+from openwebui_rag_mcp.config import ID_PATTERN, TOP_K_MAX, Settings
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
+from openwebui_rag_mcp.models import Controls, FileText, Health, KnowledgeFiles, KnowledgeList, SearchResult
 
 QUERY_MAX_CHARS = 4_000
 KNOWLEDGE_IDS_MAX = 100
 K_RERANKER_MAX = 200
-# Open WebUI ids are UUIDs; collection names must match this pattern too (reference §6.4). Anything else is
-# refused before it reaches a URL.
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +24,45 @@ class App:
     settings: Settings
     client: OpenWebUIClient
     write_lock: asyncio.Lock
+    # Bases this process created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist.
+    created: set[str] = field(default_factory=set)
+
+    def allowed_bases(self) -> list[str] | None:
+        """The bases this server may touch, or None when OPENWEBUI_KNOWLEDGE_IDS does not restrict it."""
+        if self.settings.knowledge_ids is None:
+            return None
+        return [*self.settings.knowledge_ids, *sorted(self.created - set(self.settings.knowledge_ids))]
+
+    def check_base(self, knowledge_id: str) -> str:
+        """Refuse a base outside the allowlist, the same way whether it exists or not."""
+        check_id(knowledge_id, "knowledge_id")
+        allowed = self.allowed_bases()
+        if allowed is not None and knowledge_id not in allowed:
+            raise ToolFailure(
+                "not_found",
+                f"knowledge base {knowledge_id} is not available through this server (OPENWEBUI_KNOWLEDGE_IDS)",
+                request_sent=False,
+            )
+        return knowledge_id
+
+    async def check_file(self, file_id: str) -> str:
+        """Under an allowlist, a file is reachable only when an allowed base holds it."""
+        check_id(file_id, "file_id")
+        allowed = self.allowed_bases()
+        if allowed is None:
+            return file_id
+        listings = await asyncio.gather(*(self.client.knowledge_files(base, None) for base in allowed))
+        if not any(item.get("id") == file_id for files, _ in listings for item in files):
+            raise ToolFailure(
+                "not_found",
+                f"file {file_id} is in none of the knowledge bases this server may read (OPENWEBUI_KNOWLEDGE_IDS)",
+                request_sent=False,
+            )
+        return file_id
 
 
 def check_id(value: str, what: str) -> str:
-    if not _ID.fullmatch(value):
+    if not ID_PATTERN.fullmatch(value):
         shown = value if len(value) <= 80 else value[:80] + "..."
         raise invalid_argument(f"{what} {shown!r} is not a valid Open WebUI id (letters, digits, '-' and '_' only)")
     return value
@@ -54,11 +85,14 @@ def public_url(url: str) -> str:
 
 async def list_knowledge(app: App) -> KnowledgeList:
     items = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
+    allowed = app.allowed_bases()
+    if allowed is not None:
+        items = [item for item in items if item.knowledge_id in allowed]
     return KnowledgeList(items=items, count=len(items))
 
 
 async def list_files(app: App, knowledge_id: str, page: int | None) -> KnowledgeFiles:
-    check_id(knowledge_id, "knowledge_id")
+    app.check_base(knowledge_id)
     if page is not None:
         check_range(page, "page", 1, 100_000)
     raw, total = await app.client.knowledge_files(knowledge_id, page)
@@ -78,11 +112,14 @@ async def search(
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
     if knowledge_ids is None:
-        bases = [normalize.knowledge_base(item).knowledge_id for item in await app.client.list_knowledge()]
+        allowed = app.allowed_bases()
+        if allowed is None:
+            allowed = [normalize.knowledge_base(item).knowledge_id for item in await app.client.list_knowledge()]
+        bases = allowed
     else:
         if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
             raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
-        bases = list(dict.fromkeys(check_id(i, "knowledge_id") for i in knowledge_ids))
+        bases = list(dict.fromkeys(app.check_base(i) for i in knowledge_ids))
     if not bases:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection(bases, text, k, k_reranker)
@@ -96,6 +133,7 @@ async def get_file(app: App, file_id: str, offset: int, max_chars: int | None) -
     check_range(offset, "offset", 0, 10**12)
     limit = app.settings.file_max_chars
     size = check_range(max_chars, "max_chars", 1, limit) if max_chars is not None else limit
+    await app.check_file(file_id)
     return normalize.file_text(await app.client.file(file_id), offset=offset, max_chars=size)
 
 
@@ -108,6 +146,12 @@ async def health(app: App) -> Health:
         url=public_url(app.settings.url),
         family=release.family,
         capabilities=release.capabilities,
+        controls=Controls(
+            read_only=app.settings.read_only,
+            knowledge_ids=app.allowed_bases(),
+            allow_create=app.settings.allow_create,
+            disabled_tools=sorted(app.settings.disabled_tools),
+        ),
         knowledge_bases_visible=visible,
         server_version=__version__,
     )

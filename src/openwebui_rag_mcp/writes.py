@@ -177,7 +177,7 @@ async def add_document(
     metadata: Mapping[str, Any] | None,
     progress: Progress = _no_progress,
 ) -> DocumentAdded:
-    check_id(knowledge_id, "knowledge_id")
+    app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
     title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
     extra = check_metadata(metadata)
@@ -235,7 +235,7 @@ async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stag
 
 async def update_document(app: App, file_id: str, text: str, knowledge_id: str) -> DocumentUpdated:
     check_id(file_id, "file_id")
-    check_id(knowledge_id, "knowledge_id")
+    app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
     async with app.write_lock:
         await _require_member(app, knowledge_id, file_id, "update")
@@ -260,7 +260,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
 
 
 async def remove_document(app: App, knowledge_id: str, file_id: str) -> DocumentRemoved:
-    check_id(knowledge_id, "knowledge_id")
+    app.check_base(knowledge_id)
     check_id(file_id, "file_id")
     release = await app.client.release()
     if not release.capabilities.keep_file_on_remove:
