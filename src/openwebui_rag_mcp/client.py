@@ -127,7 +127,7 @@ class OpenWebUIClient:
             # No connection, so the request certainly never reached Open WebUI.
             raise ToolFailure(
                 "upstream_unavailable",
-                f"{where}: could not connect to Open WebUI at {self._settings.url} "
+                f"{where}: could not connect to Open WebUI at {self._settings.display_url} "
                 f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
                 retryable=True,
                 request_sent=False,
@@ -181,7 +181,7 @@ class OpenWebUIClient:
 
     def _http_failure(self, where: str, response: httpx.Response, body: bytes) -> ToolFailure:
         status = response.status_code
-        detail = self._redact(_detail(body))
+        detail = _detail(self._redact(body.decode("utf-8", "replace")))
         lowered = detail.lower()
         said = f" ({detail})" if detail else ""
         if _DUPLICATE_TEXT in lowered:
@@ -231,7 +231,7 @@ class OpenWebUIClient:
                 if not isinstance(version, str):
                     raise normalize.unexpected("GET /api/version without a version")
                 self._release = Release.parse(version)
-                log.info("Open WebUI %s at %s", version, self._settings.url)
+                log.info("Open WebUI %s at %s", version, self._settings.display_url)
             return self._release
 
     async def warm_up(self) -> None:
@@ -312,8 +312,7 @@ class OpenWebUIClient:
 
     # -- writes (never retried; the caller holds the write lock) ---------------------------------------------
 
-    async def create_knowledge(self, name: str, description: str) -> Mapping[str, Any]:
-        release = await self.release()
+    async def create_knowledge(self, release: Release, name: str, description: str) -> Mapping[str, Any]:
         body: dict[str, Any] = {"name": name, "description": description}
         if release.parts < (0, 8, 0):
             body["access_control"] = {}  # before 0.8, null meant readable by every user; {} is private
@@ -374,9 +373,9 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _detail(body: bytes) -> str:
+def _detail(body: str) -> str:
     """Open WebUI's error text (`{"detail": ...}`), shortened; the body's start when it is not JSON."""
-    text = body[:4096].decode("utf-8", "replace")
+    text = body[:4096]
     try:
         parsed = json.loads(body) if len(body) < 65536 else None
     except (ValueError, RecursionError):

@@ -5,10 +5,11 @@ Every problem is collected and reported together, one line each, so a user fixes
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
@@ -60,6 +61,14 @@ class Settings:
     disabled_tools: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
 
+    @property
+    def display_url(self) -> str:
+        """The URL without any user:password part, safe to show in messages and logs."""
+        parts = urlsplit(self.url)
+        if "@" not in parts.netloc:
+            return self.url
+        return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, "", ""))
+
     def tool_enabled(self, name: str) -> bool:
         """Whether a tool (or alias) is registered: read-only mode drops writes, OPENWEBUI_DISABLED_TOOLS any."""
         if name in self.disabled_tools:
@@ -80,7 +89,11 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         problems.append("OPENWEBUI_URL is not set: give the base URL of Open WebUI, e.g. http://localhost:8080")
     else:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            port_ok = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
             problems.append(f"OPENWEBUI_URL must look like http(s)://host[:port][/prefix], got {url!r}")
         elif parts.query or parts.fragment:
             problems.append("OPENWEBUI_URL must not contain a query string or fragment")
@@ -101,7 +114,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
             kind = "a whole number" if integer else "a number"
             problems.append(f"{name} must be {kind}, got {raw!r}")
             return default
-        if value < minimum or (maximum is not None and value > maximum):
+        if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
             bound = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
             problems.append(f"{name} must be {bound}, got {raw}")
             return default

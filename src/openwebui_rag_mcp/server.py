@@ -97,6 +97,8 @@ def _app(ctx: Ctx) -> App:
     return ctx.request_context.lifespan_context
 
 
+# Bounds are published in the schemas (json_schema_extra) but checked by the tools, so that a value out of
+# bounds gets the structured invalid_argument error rather than the SDK's plain-text validation message.
 KnowledgeId = Annotated[
     str,
     Field(description="knowledge_id of a knowledge base (from knowledge_list), not a file_id."),
@@ -116,7 +118,10 @@ async def knowledge_files(
     knowledge_id: KnowledgeId,
     page: Annotated[
         int | None,
-        Field(description="1-based page of Open WebUI's page size (30); omit for every document.", ge=1),
+        Field(
+            description="1-based page of Open WebUI's page size (30); omit for every document.",
+            json_schema_extra={"minimum": 1},
+        ),
     ] = None,
 ) -> Annotated[CallToolResult, KnowledgeFiles]:
     return await respond(tools.list_files(_app(ctx), knowledge_id, page))
@@ -151,10 +156,18 @@ async def knowledge_get_file(
     ctx: Ctx,
     file_id: FileId,
     offset: Annotated[
-        int, Field(description="Character offset to start from; use next_offset of a cut answer.", ge=0)
+        int,
+        Field(
+            description="Character offset to start from; use next_offset of a cut answer.",
+            json_schema_extra={"minimum": 0},
+        ),
     ] = 0,
     max_chars: Annotated[
-        int | None, Field(description="Most characters to return; default and ceiling RAG_FILE_MAX_CHARS.", ge=1)
+        int | None,
+        Field(
+            description="Most characters to return; default and ceiling RAG_FILE_MAX_CHARS.",
+            json_schema_extra={"minimum": 1},
+        ),
     ] = None,
 ) -> Annotated[CallToolResult, FileText]:
     return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
@@ -74,15 +73,6 @@ def check_range(value: int, name: str, low: int, high: int) -> int:
     return value
 
 
-def public_url(url: str) -> str:
-    """The configured URL without any user:password part, safe to show."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 async def list_knowledge(app: App) -> KnowledgeList:
     items = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
     allowed = app.allowed_bases()
@@ -143,7 +133,7 @@ async def health(app: App) -> Health:
     return Health(
         ok=True,
         openwebui_version=release.version,
-        url=public_url(app.settings.url),
+        url=app.settings.display_url,
         family=release.family,
         capabilities=release.capabilities,
         controls=Controls(

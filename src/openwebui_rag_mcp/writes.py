@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, KnowledgeCreated
 from openwebui_rag_mcp.tools import App, check_id
@@ -33,7 +34,8 @@ METADATA_MAX_DEPTH = 4
 RESERVED_METADATA_KEYS = frozenset({"knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name"})
 _POLL_FIRST_DELAY = 0.2
 _POLL_MAX_DELAY = 2.0
-_UNSAFE_FILENAME = re.compile(r"[^\w.\- ]+")
+# Dots go too, so no "..", hidden file or second extension can come from a title.
+_UNSAFE_FILENAME = re.compile(r"[^\w\- ]+")
 
 
 async def _no_progress(progress: float, total: float, message: str) -> None:
@@ -43,7 +45,7 @@ async def _no_progress(progress: float, total: float, message: str) -> None:
 def safe_filename(title: str) -> str:
     """A filename derived from the title: letters of any script kept, path and shell characters replaced."""
     name = unicodedata.normalize("NFKC", title)
-    name = _UNSAFE_FILENAME.sub("_", name).strip(" ._")
+    name = _UNSAFE_FILENAME.sub("_", name).strip(" _")
     name = re.sub(r"[\s_]+", "_", name)[:100].strip("_")
     return f"{name or 'document'}.md"
 
@@ -89,6 +91,14 @@ def _failed(
     return failure.at(stage, file_id=file_id, outcome=outcome)
 
 
+async def _release(app: App, stage: Stage, file_id: str | None = None) -> Release:
+    """The release, read before a write begins: failing to read it changes nothing."""
+    try:
+        return await app.client.release()
+    except ToolFailure as failure:
+        raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
+
+
 def _left_behind(file_id: str) -> str:
     return (
         f" The uploaded file {file_id} stays in Open WebUI's files, in no knowledge base; delete it there "
@@ -102,9 +112,10 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
         raise invalid_argument(
             f"description is {len(description)} characters long; the limit is {DESCRIPTION_MAX_CHARS}"
         )
+    release = await _release(app, "create")
     async with app.write_lock:
         try:
-            created = await app.client.create_knowledge(name, description)
+            created = await app.client.create_knowledge(release, name, description)
         except ToolFailure as failure:
             raise _failed(failure, "create") from None
     knowledge_id = created.get("id")
@@ -116,8 +127,8 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
 async def _check_writable(app: App, knowledge_id: str) -> None:
     try:
         base = await app.client.knowledge(knowledge_id)
-    except ToolFailure as failure:
-        raise _failed(failure, "upload") from None
+    except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
+        raise failure.at("upload", outcome="not_applied") from None
     if base.get("write_access") is False:
         raise ToolFailure(
             "forbidden",
@@ -127,9 +138,8 @@ async def _check_writable(app: App, knowledge_id: str) -> None:
         )
 
 
-async def _wait_processed(app: App, file_id: str, uploaded: Mapping[str, Any]) -> str:
+async def _wait_processed(app: App, release: Release, file_id: str, uploaded: Mapping[str, Any]) -> str:
     """Wait until Open WebUI has extracted and embedded the file; its final status."""
-    release = await app.client.release()
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
         error = uploaded.get("error")
@@ -184,6 +194,7 @@ async def add_document(
     filename = safe_filename(title)
     upload_metadata = {**extra, "title": title, "source": extra.get("source", filename)}
 
+    release = await _release(app, "upload")
     async with app.write_lock:
         await _check_writable(app, knowledge_id)
         await progress(1, 4, "uploading")
@@ -197,7 +208,7 @@ async def add_document(
 
         await progress(2, 4, "processing")
         try:
-            status = await _wait_processed(app, file_id, uploaded)
+            status = await _wait_processed(app, release, file_id, uploaded)
         except ToolFailure as failure:
             raise _failed(failure, "process", file_id, after_upload=True).explained(_left_behind(file_id)) from None
 
@@ -221,8 +232,8 @@ async def add_document(
 async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stage) -> None:
     try:
         files, _ = await app.client.knowledge_files(knowledge_id, None)
-    except ToolFailure as failure:
-        raise _failed(failure, stage) from None
+    except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
+        raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
     if not any(f.get("id") == file_id for f in files):
         raise ToolFailure(
             "not_found",
@@ -262,7 +273,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
 async def remove_document(app: App, knowledge_id: str, file_id: str) -> DocumentRemoved:
     app.check_base(knowledge_id)
     check_id(file_id, "file_id")
-    release = await app.client.release()
+    release = await _release(app, "unlink", file_id)
     if not release.capabilities.keep_file_on_remove:
         raise ToolFailure(
             "unsupported",
