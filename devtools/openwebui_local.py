@@ -87,13 +87,13 @@ def _python311() -> str:
     return found
 
 
-def _run_logged(cmd: Sequence[str], log: TextIO, log_path: Path) -> None:
+def _run_logged(cmd: Sequence[str], log: TextIO) -> None:
     log.write(f"\n$ {' '.join(cmd)}\n")
     log.flush()
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1")
     result = subprocess.run(list(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     if result.returncode != 0:
-        raise RuntimeError(f"command failed with exit code {result.returncode}: {' '.join(cmd)}; see {log_path}")
+        raise RuntimeError(f"`{' '.join(cmd)}` exited with code {result.returncode}")
 
 
 @contextlib.contextmanager
@@ -132,13 +132,15 @@ def install(version: str) -> Path:
         python = str(venv / "bin" / "python")
         try:
             with log_path.open("w", encoding="utf-8") as log:
-                _run_logged([_python311(), "-m", "venv", str(venv)], log, log_path)
+                _run_logged([_python311(), "-m", "venv", str(venv)], log)
                 _log(f"  [{time.monotonic() - started:5.0f} s] installing {TORCH_PIN} (CPU build)")
-                _run_logged([python, "-m", "pip", "install", TORCH_PIN], log, log_path)
+                _run_logged([python, "-m", "pip", "install", TORCH_PIN], log)
                 _log(f"  [{time.monotonic() - started:5.0f} s] installing open-webui=={version}")
-                _run_logged([python, "-m", "pip", "install", f"open-webui=={version}"], log, log_path)
+                _run_logged([python, "-m", "pip", "install", f"open-webui=={version}"], log)
         except (OSError, RuntimeError) as exc:
-            raise RuntimeError(f"installing Open WebUI {version} failed ({exc}); see the log {log_path}") from exc
+            raise RuntimeError(
+                f"installing Open WebUI {version} failed: {exc}; last lines of {log_path}:\n{tail(log_path, 15)}"
+            ) from exc
         if not (venv / "bin" / "open-webui").exists():
             raise RuntimeError(f"pip finished but {venv / 'bin' / 'open-webui'} is missing; see the log {log_path}")
         marker.touch()
@@ -250,6 +252,8 @@ def openwebui_env(data_dir: Path, static_dir: Path, embed_port: int, secret_key:
             "WEBUI_AUTH": "True",
             "ENABLE_API_KEY": "True",
             "ENABLE_API_KEYS": "True",
+            # 0.6.37 .. 0.6.4x check this permission even for admins when *creating* a key.
+            "USER_PERMISSIONS_FEATURES_API_KEYS": "True",
             "ENABLE_SIGNUP": "True",
             "ENV": "dev",
             "RAG_EMBEDDING_ENGINE": "openai",

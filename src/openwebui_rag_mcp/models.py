@@ -9,8 +9,25 @@ from pydantic import BaseModel, ConfigDict
 from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
 
 
+def _compact_schema(schema: dict[str, Any]) -> None:
+    """Shrink an output schema without changing what it accepts: every tools/list costs the agent context.
+
+    Property titles only repeat the names; `anyOf [X, null]` is written as `type: [X, "null"]`; `required` is
+    dropped because every field is always present in what the server sends.
+    """
+    schema.pop("required", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        options = prop.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            (other,) = [o for o in options if o != {"type": "null"}]
+            if set(other) == {"type"} and isinstance(other["type"], str):
+                del prop["anyOf"]
+                prop["type"] = [other["type"], "null"]
+
+
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, json_schema_extra=_compact_schema)
 
 
 class KnowledgeBase(_Result):

@@ -35,19 +35,22 @@ def live_openwebui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instanc
     """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session."""
     version = live_version()
     started = time.monotonic()
+    workdir = tmp_path_factory.mktemp(f"openwebui-{version}")
+    problem = ""
+    instance: Instance | None = None
     try:
         openwebui_local.install(version)
     except Exception as exc:
-        pytest.fail(f"could not install Open WebUI {version}: {exc}", pytrace=False)
+        problem = f"could not install Open WebUI {version}: {exc}"
     installed = time.monotonic()
-    workdir = tmp_path_factory.mktemp(f"openwebui-{version}")
-    try:
-        instance = openwebui_local.start(version, workdir)
-    except Exception as exc:
-        pytest.fail(
-            f"could not start Open WebUI {version}: {exc}\n(log: {workdir / 'openwebui.log'})",
-            pytrace=False,
-        )
+    if not problem:
+        try:
+            instance = openwebui_local.start(version, workdir)
+        except Exception as exc:
+            problem = f"could not start Open WebUI {version} (log: {workdir / 'openwebui.log'}): {exc}"
+    if instance is None:
+        # Outside the except blocks, so the report shows the reason (with the log tail) and no chained traceback.
+        pytest.fail(problem or f"could not start Open WebUI {version}", pytrace=False)
     print(
         f"\nOpen WebUI {version} at {instance.url}: install check {installed - started:.1f} s, "
         f"start {time.monotonic() - installed:.1f} s; log {instance.log_path}"
