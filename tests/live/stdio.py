@@ -46,7 +46,8 @@ class Session:
 @asynccontextmanager
 async def stdio_session(instance: Instance, **extra_env: str) -> AsyncIterator[Session]:
     params = StdioServerParameters(command=str(SCRIPT), args=[], env=server_env(instance, **extra_env))
-    with tempfile.NamedTemporaryFile("w+", suffix=".stderr", delete=False) as errlog:
+    stderr = Path(tempfile.mkdtemp(prefix="owui-mcp-")) / "server.stderr"
+    with stderr.open("w+", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            yield Session(session, Path(errlog.name))
+            yield Session(session, stderr)
