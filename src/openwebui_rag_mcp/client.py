@@ -172,7 +172,7 @@ class OpenWebUIClient:
     def _too_large(self, where: str) -> ToolFailure:
         return ToolFailure(
             "unexpected_response",
-            f"{where}: the answer is larger than {self._max_response_bytes // (1024 * 1024)} MiB; refused",
+            f"{where}: the answer is larger than {self._max_response_bytes:,} bytes; refused",
         )
 
     def _redact(self, text: str) -> str:

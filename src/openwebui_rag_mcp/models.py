@@ -115,6 +115,7 @@ class Health(_Result):
     capabilities: Capabilities
     controls: Controls
     knowledge_bases_visible: int
+    retrieval_ok: bool | None
     server_version: str
 
 

@@ -219,8 +219,6 @@ def _rows(body: object) -> list[tuple[object, object, object, object]]:
     answer = _mapping(body, "retrieval results")
     if "documents" not in answer:
         raise unexpected("retrieval results without 'documents'")
-    if answer["documents"] is None:
-        return []
     texts = _column(answer, "documents", None)
     count = len(texts)
     metadatas = _column(answer, "metadatas", count)

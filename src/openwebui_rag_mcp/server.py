@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from openwebui_rag_mcp import __version__, tools, writes
 from openwebui_rag_mcp.client import OpenWebUIClient
@@ -95,6 +96,29 @@ async def respond(work: Awaitable[BaseModel], *, write: bool = False) -> CallToo
         return _result(body, is_error=True)
 
 
+class _Tool(Tool):
+    """A tool whose malformed arguments get the structured error body too, not only the SDK's text."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as error:
+            if not isinstance(error.__cause__, ValidationError):
+                raise
+            # Only locations and messages: pydantic's full text would echo the caller's input back.
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in error.__cause__.errors()
+            )
+            failure = ToolFailure("invalid_argument", f"invalid arguments for {self.name}: {problems}")
+            read_only = self.annotations is not None and self.annotations.read_only_hint
+            return await respond(_raise(failure), write=not read_only)
+
+
+async def _raise(failure: ToolFailure) -> BaseModel:
+    raise failure
+
+
 def _app(ctx: Ctx) -> App:
     return ctx.request_context.lifespan_context
 
@@ -165,8 +189,11 @@ async def knowledge_get_file(
     return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars))
 
 
-async def knowledge_health(ctx: Ctx) -> Annotated[CallToolResult, Health]:
-    return await respond(tools.health(_app(ctx)))
+async def knowledge_health(
+    ctx: Ctx,
+    deep: Annotated[bool, arg("Also run one small search to prove Open WebUI's embedding backend answers.")] = False,
+) -> Annotated[CallToolResult, Health]:
+    return await respond(tools.health(_app(ctx), deep))
 
 
 Text = Annotated[str, arg(f"The document's full text (markdown), at most {writes.TEXT_MAX_CHARS} chars.")]
@@ -284,7 +311,7 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
             names.append((aliases_of[name], description + _ALIAS.format(name)))
         for tool_name, tool_description in names:
             if settings.tool_enabled(tool_name):
-                tool = Tool.from_function(
+                tool = _Tool.from_function(
                     fn, name=tool_name, title=title, description=tool_description, annotations=hints
                 )
                 _compact_input_schema(tool.parameters)

@@ -127,9 +127,35 @@ async def get_file(app: App, file_id: str, offset: int, max_chars: int | None) -
     return normalize.file_text(await app.client.file(file_id), offset=offset, max_chars=size)
 
 
-async def health(app: App) -> Health:
+PROBE_QUERY = "openwebui-rag-mcp health probe"
+
+
+async def retrieval_probe(app: App) -> bool | None:
+    """One small search through Open WebUI's embedding backend: whether it found anything in a base that has
+    documents; None when no base has documents to search.
+
+    The plain health check proves only that the Knowledge API accepts the key; this proves that retrieval
+    (and so the embedding model Open WebUI is configured with) answers. A failing backend is an error
+    (`upstream_error`); an empty answer from a base with documents is `False` (Open WebUI swallows some
+    failures, a vector-dimension mismatch for one, into empty results).
+    """
+    allowed = app.allowed_bases()
+    bases = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
+    bases = [base for base in bases if (allowed is None or base.knowledge_id in allowed) and base.file_count != 0]
+    if not bases:
+        return None
+    base = bases[0]
+    body = await app.client.query_collection([base.knowledge_id], PROBE_QUERY, 1, None)
+    found = bool(normalize.chunks(body, chunk_max_chars=100))
+    if base.file_count is None and not found:
+        return None  # the release does not say whether the base has documents
+    return found
+
+
+async def health(app: App, deep: bool = False) -> Health:
     release = await app.client.release()
     visible = await app.client.count_knowledge()
+    probe = await retrieval_probe(app) if deep else None
     return Health(
         ok=True,
         openwebui_version=release.version,
@@ -143,5 +169,6 @@ async def health(app: App) -> Health:
             disabled_tools=sorted(app.settings.disabled_tools),
         ),
         knowledge_bases_visible=visible,
+        retrieval_ok=probe,
         server_version=__version__,
     )

@@ -1,0 +1,59 @@
+"""Shared helpers for the unit tests: settings, a mocked Open WebUI (respx) and fixture bodies.
+
+Nothing here touches the network: HTTP goes through `httpx.MockTransport(router.async_handler)`, injected into the
+client or the server factory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from openwebui_rag_mcp.config import Settings, load_settings
+
+API_KEY = "sk-test-SECRET-0123456789abcdef"
+BASE_URL = "http://owui.test"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def fixture_json(name: str) -> Any:
+    """A recorded (trimmed) Open WebUI answer body from tests/fixtures."""
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def make_settings(url: str = BASE_URL, **extra: str) -> Settings:
+    """Settings as the server would load them from an environment with these variables."""
+    return load_settings({"OPENWEBUI_URL": url, "OPENWEBUI_API_KEY": API_KEY, **extra})
+
+
+def new_router(base_url: str = BASE_URL) -> respx.Router:
+    return respx.Router(base_url=base_url, assert_all_called=False)
+
+
+def mock_transport(router: respx.Router) -> httpx.MockTransport:
+    return httpx.MockTransport(router.async_handler)
+
+
+def assert_no_key(*texts: object) -> None:
+    """The API key (or any long piece of it) appears in none of `texts`."""
+    secret = API_KEY.removeprefix("sk-")
+    for text in texts:
+        shown = str(text)
+        assert API_KEY not in shown
+        for start in range(len(secret) - 7):
+            assert secret[start : start + 8] not in shown, f"a piece of the API key leaked: {shown!r}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def router() -> respx.Router:
+    return new_router()

@@ -1,0 +1,229 @@
+"""Concurrent writes through one MCP session are serialised; reads are not held up by them.
+
+The mocked Open WebUI answers asynchronously with small delays, so without the write lock the sequences of
+20 concurrent knowledge_add calls would interleave. The mock records every request in arrival order, tagged
+with the sequence it belongs to, and the test checks that each sequence's requests are contiguous.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import httpx
+import pytest
+import respx
+from mcp import Client
+
+from openwebui_rag_mcp import server as server_module
+from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.server import create_server
+from openwebui_rag_mcp.tools import App
+from tests.conftest import make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+
+N = 20
+SEARCHES = 5
+DELAY = 0.005  # each mocked request takes this long, so concurrent sequences really would overlap
+KBS = [f"0000{i:04d}-aaaa-4bbb-8ccc-dddddddddddd" for i in range(N)]
+FILES = [f"f11e{i:04d}-aaaa-4bbb-8ccc-eeeeeeeeeeee" for i in range(N)]
+STEPS = ["base", "upload", "status", "status", "attach"]  # one knowledge_add, as Open WebUI sees it
+_UPLOADED_NAME = re.compile(rb'filename="doc_(\d+)\.md"')
+
+
+@dataclass
+class Upstream:
+    """A mocked Open WebUI that records which write sequence each request belongs to."""
+
+    router: respx.Router
+    log: list[tuple[int, str]] = field(default_factory=list)  # (sequence, step) in arrival order
+    polls: Counter[int] = field(default_factory=Counter)
+    searches: list[tuple[float, float]] = field(default_factory=list)  # (start, end) as the mock saw them
+    first_write: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        r = self.router
+        r.get("/api/version").respond(json={"version": "0.12.4"})
+        r.get(path__regex=r"^/api/v1/knowledge/(?P<kb>[^/]+)$").mock(side_effect=self._base)
+        r.post("/api/v1/files/").mock(side_effect=self._upload)
+        r.get(path__regex=r"^/api/v1/files/(?P<file>[^/]+)/process/status$").mock(side_effect=self._status)
+        r.post(path__regex=r"^/api/v1/knowledge/(?P<kb>[^/]+)/file/add$").mock(side_effect=self._add)
+        r.post("/api/v1/retrieval/query/collection").mock(side_effect=self._search)
+
+    async def _base(self, request: httpx.Request, kb: str) -> httpx.Response:
+        sequence = KBS.index(kb)
+        self.log.append((sequence, "base"))
+        self.first_write.set()
+        await asyncio.sleep(DELAY)
+        body = {"id": kb, "name": f"База {sequence}", "description": "", "files": None, "write_access": True}
+        return httpx.Response(200, json=body)
+
+    async def _upload(self, request: httpx.Request) -> httpx.Response:
+        found = _UPLOADED_NAME.search(request.content)
+        assert found is not None, request.content[:300]
+        sequence = int(found.group(1))
+        self.log.append((sequence, "upload"))
+        await asyncio.sleep(DELAY)
+        body = {"id": FILES[sequence], "filename": f"doc_{sequence:02d}.md", "data": {"status": "pending"}}
+        return httpx.Response(200, json={**body, "status": True})
+
+    async def _status(self, request: httpx.Request, file: str) -> httpx.Response:
+        sequence = FILES.index(file)
+        self.log.append((sequence, "status"))
+        self.polls[sequence] += 1
+        await asyncio.sleep(DELAY)
+        return httpx.Response(200, json={"status": "completed" if self.polls[sequence] > 1 else "pending"})
+
+    async def _add(self, request: httpx.Request, kb: str) -> httpx.Response:
+        sequence = KBS.index(kb)
+        self.log.append((sequence, "attach"))
+        assert json.loads(request.content) == {"file_id": FILES[sequence]}  # the id from this sequence's upload
+        await asyncio.sleep(DELAY)
+        return httpx.Response(200, json={"id": kb, "name": f"База {sequence}", "files": [], "write_access": False})
+
+    async def _search(self, request: httpx.Request) -> httpx.Response:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.sleep(DELAY)
+        self.searches.append((start, loop.time()))
+        names = json.loads(request.content)["collection_names"]
+        meta = {"file_id": FILES[0], "name": "doc_00.md", "source": "doc_00.md"}
+        return httpx.Response(
+            200, json={"distances": [[0.9]], "documents": [[f"found in {names[0]}"]], "metadatas": [[meta]]}
+        )
+
+
+def interleavings(log: list[tuple[int, str]]) -> list[str]:
+    """Where a sequence's requests resume after another sequence's: empty when every sequence is contiguous."""
+    problems: list[str] = []
+    finished: set[int] = set()
+    current: int | None = None
+    for position, (sequence, step) in enumerate(log):
+        if sequence == current:
+            continue
+        if sequence in finished:
+            problems.append(f"request {position} ({step} of sequence {sequence}) comes after sequence {current}")
+        if current is not None:
+            finished.add(current)
+        current = sequence
+    return problems
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", DELAY)
+    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", DELAY)
+
+
+@pytest.fixture
+def upstream() -> Upstream:
+    return Upstream(new_router())
+
+
+def add_args(i: int) -> dict[str, Any]:
+    return {"knowledge_id": KBS[i], "text": f"# Документ {i}\n\nТекст номер {i}.", "title": f"doc {i:02d}"}
+
+
+async def add_all(client: Client, done: dict[int, float], results: dict[int, dict[str, Any]]) -> None:
+    """N knowledge_add calls at once over one session."""
+    loop = asyncio.get_running_loop()
+
+    async def add(i: int) -> None:
+        result = await client.call_tool("knowledge_add", add_args(i))
+        assert not result.is_error, result.content
+        assert result.structured_content is not None
+        results[i] = result.structured_content
+        done[i] = loop.time()
+
+    async with anyio.create_task_group() as group:
+        for i in range(N):
+            group.start_soon(add, i)
+
+
+async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream: Upstream) -> None:
+    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    loop = asyncio.get_running_loop()
+    write_done: dict[int, float] = {}
+    results: dict[int, dict[str, Any]] = {}
+    search_done: list[float] = []
+    writes_started = 0.0
+
+    async def search_meanwhile(client: Client) -> None:
+        nonlocal writes_started
+        await upstream.first_write.wait()
+        writes_started = loop.time()
+        for _ in range(SEARCHES):
+            found = await client.call_tool("knowledge_search", {"query": "документ", "knowledge_ids": [KBS[0]]})
+            assert not found.is_error, found.content
+            assert found.structured_content is not None
+            assert found.structured_content["count"] == 1
+            search_done.append(loop.time())
+
+    async with Client(server, raise_exceptions=True) as client:
+        # The first call of a tool is slower (schemas are built once); keep that out of the measurement.
+        await client.call_tool("knowledge_search", {"query": "warm-up", "knowledge_ids": [KBS[0]]})
+        upstream.searches.clear()
+        async with anyio.create_task_group() as group:
+            group.start_soon(add_all, client, write_done, results)
+            group.start_soon(search_meanwhile, client)
+
+    # Every write succeeded with the file its own upload created.
+    assert sorted(results) == list(range(N))
+    for i, added in results.items():
+        assert (added["ok"], added["knowledge_id"], added["file_id"]) == (True, KBS[i], FILES[i])
+
+    # No two write sequences overlap: each one's requests are contiguous and complete.
+    assert interleavings(upstream.log) == []
+    steps: dict[int, list[str]] = {}
+    for sequence, step in upstream.log:
+        steps.setdefault(sequence, []).append(step)
+    assert steps == dict.fromkeys(range(N), STEPS)
+
+    # Reads went past the lock: the searches, started once the writes were under way, all finished while most
+    # writes were still waiting their turn.
+    assert len(search_done) == SEARCHES
+    assert len(upstream.searches) == SEARCHES
+    last_write = max(write_done.values())
+    last_search = max(search_done)
+    assert last_search < last_write
+    writes_done_by_then = sum(1 for t in write_done.values() if t <= last_search)
+    assert writes_done_by_then <= N // 2, (
+        writes_done_by_then,
+        last_search - writes_started,
+        last_write - writes_started,
+    )
+    assert last_search - writes_started < (last_write - writes_started) / 3
+
+
+class _NoLock:
+    """Stands in for the write lock to show the overlap check can fail."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A control for the test above: with the lock replaced by a no-op, the same writes interleave."""
+
+    def unlocked_app(*, settings: Settings, client: OpenWebUIClient, write_lock: asyncio.Lock) -> App:
+        return App(settings=settings, client=client, write_lock=cast(asyncio.Lock, _NoLock()))
+
+    monkeypatch.setattr(server_module, "App", unlocked_app)
+    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    results: dict[int, dict[str, Any]] = {}
+    async with Client(server, raise_exceptions=True) as client:
+        await add_all(client, {}, results)
+
+    assert sorted(results) == list(range(N))
+    assert interleavings(upstream.log) != []

@@ -1,0 +1,1000 @@
+"""The write tools through the MCP protocol, against a mocked Open WebUI that fails at every stage in every way.
+
+Each failure must say which stage failed, which file exists because of it, and whether Open WebUI may have applied
+part of the write (`outcome`). Writes are never retried: every write endpoint is called exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from mcp import Client
+from mcp.types import CallToolResult
+
+from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.models import ErrorBody
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import assert_no_key, make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+
+USER = "5b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+KB = "c0ffee00-1111-4222-8333-444455556666"
+NEW_KB = "abcdef01-2345-4678-9abc-def012345678"
+FILE = "5f3c1a2b-7d4e-4f60-8a1b-2c3d4e5f6a7b"  # the file every upload in these tests creates
+OTHER = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"  # a document the base already holds
+TEXT = "# Яблоки\n\nApples are red. 苹果是红色的。\n"
+TITLE = "Отчёт 2024: 東京/データ"
+NOT_FOUND_TEXT = "We could not find what you're looking for :/"
+NO_PERMISSION = "You do not have permission to access this resource. Please contact your administrator for assistance."
+DUPLICATE = "400: Duplicate content detected. Please provide unique content to proceed."
+LEFT_BEHIND = re.compile(r"delete", re.IGNORECASE)
+
+Effect = Callable[..., Any]
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def form_parts(request: httpx.Request) -> dict[str, tuple[str | None, bytes]]:
+    """The parts of a multipart/form-data request: name -> (filename, body)."""
+    content_type = request.headers["content-type"]
+    assert content_type.startswith("multipart/form-data"), content_type
+    boundary = content_type.split("boundary=", 1)[1].strip('"').encode()
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for chunk in request.content.split(b"--" + boundary):
+        if chunk in (b"", b"--\r\n", b"--") or chunk.startswith(b"--"):
+            continue
+        head, _, body = chunk.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        header = head.decode("utf-8")
+        name = re.search(r'(?:^|;\s*)name="([^"]*)"', header, re.MULTILINE)
+        filename = re.search(r'filename="([^"]*)"', header)
+        assert name is not None, header
+        parts[name.group(1)] = (filename.group(1) if filename else None, body.removesuffix(b"\r\n"))
+    return parts
+
+
+def upload_metadata(request: httpx.Request) -> dict[str, Any]:
+    _, raw = form_parts(request)["metadata"]
+    metadata: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    return metadata
+
+
+# -- a mocked Open WebUI ------------------------------------------------------------------------------------------
+
+
+def file_item(file_id: str, text: str, filename: str = "notes.md") -> dict[str, Any]:
+    """An item of GET /api/v1/knowledge/{id}/files on 0.12.4 (FileUserResponse)."""
+    return {
+        "id": file_id,
+        "user_id": USER,
+        "hash": sha256(text),
+        "filename": filename,
+        "data": None,
+        "meta": {"name": filename, "content_type": "text/markdown", "size": len(text.encode()), "data": {}},
+        "created_at": 1793000100,
+        "updated_at": 1793000200,
+        "directory_id": None,
+        "directory_path": None,
+        "has_original": True,
+        "user": {"id": USER, "name": "Admin", "role": "admin", "email": "admin@example.com"},
+    }
+
+
+def full_file(file_id: str, text: str, filename: str = "notes.md") -> dict[str, Any]:
+    """GET /api/v1/files/{id} (FileModel), also the files nested in a 0.6.5 base."""
+    return {
+        "id": file_id,
+        "user_id": USER,
+        "hash": sha256(text),
+        "filename": filename,
+        "path": f"/app/backend/data/uploads/{file_id}_{filename}",
+        "data": {"status": "completed", "content": text},
+        "meta": {"name": filename, "content_type": "text/markdown", "size": len(text.encode()), "data": {}},
+        "created_at": 1793000100,
+        "updated_at": 1793000200,
+    }
+
+
+@dataclass
+class Upstream:
+    """Open WebUI as far as the write tools see it: a base KB holding `members`, and FILE once uploaded."""
+
+    router: respx.Router
+    release: str = "0.12.4"
+    write_access: bool = True
+    members: list[dict[str, Any]] = field(default_factory=list)
+    upload_error: str | None = None  # releases before 0.6.23 report a processing failure in the upload answer
+
+    def __post_init__(self) -> None:
+        r = self.router
+        self.members.append(full_file(OTHER, "Pears are green.", "pears.md"))
+        self.version = r.get("/api/version").respond(json={"version": self.release})
+        self.create = r.post("/api/v1/knowledge/create").mock(side_effect=self._create)
+        self.files = r.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._files)
+        self.base = r.get(f"/api/v1/knowledge/{KB}").mock(side_effect=self._base)
+        self.upload = r.post("/api/v1/files/").mock(side_effect=self._upload)
+        self.status = r.get(f"/api/v1/files/{FILE}/process/status").respond(json={"status": "completed"})
+        self.file = r.get(f"/api/v1/files/{FILE}").mock(side_effect=self._file)
+        self.add = r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
+        self.content = r.post(f"/api/v1/files/{FILE}/data/content/update").mock(side_effect=self._content)
+        self.reindex = r.post(f"/api/v1/knowledge/{KB}/file/update").mock(side_effect=self._knowledge)
+        self.remove = r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
+        self.file_text = TEXT
+
+    @property
+    def paged(self) -> bool:
+        return self.release != "0.6.5"
+
+    def write_routes(self) -> dict[str, respx.Route]:
+        return {
+            "create": self.create,
+            "upload": self.upload,
+            "add": self.add,
+            "content": self.content,
+            "reindex": self.reindex,
+            "remove": self.remove,
+        }
+
+    def requests(self) -> list[str]:
+        """Every request but the version check, as 'METHOD /path'."""
+        return [
+            f"{call.request.method} {call.request.url.path}"
+            for call in self.router.calls
+            if call.request.url.path != "/api/version"
+        ]
+
+    def hold(self, file_id: str, text: str) -> None:
+        self.members.append(full_file(file_id, text))
+
+    def _knowledge(self, request: httpx.Request) -> httpx.Response:
+        body: dict[str, Any] = {
+            "id": KB,
+            "user_id": USER,
+            "name": "Фрукты",
+            "description": "Всё о фруктах",
+            "meta": None,
+            "created_at": 1793000000,
+            "updated_at": 1793000000,
+        }
+        if self.paged:
+            body |= {"access_grants": [], "files": None, "write_access": self.write_access}
+        else:
+            body |= {"data": {"file_ids": [m["id"] for m in self.members]}, "access_control": {}}
+            body["files"] = self.members
+        if request.method == "POST":  # the write routes answer with the file metadata
+            body["files"] = [{"id": m["id"], "hash": m["hash"], "meta": m["meta"]} for m in self.members]
+            body["write_access"] = False
+        return httpx.Response(200, json=body)
+
+    def _base(self, request: httpx.Request) -> httpx.Response:
+        return self._knowledge(request)
+
+    def _files(self, request: httpx.Request) -> httpx.Response:
+        items = [file_item(m["id"], m["data"]["content"], m["filename"]) for m in self.members]
+        return httpx.Response(200, json={"items": items, "directories": [], "breadcrumbs": [], "total": len(items)})
+
+    def _create(self, request: httpx.Request) -> httpx.Response:
+        form = json.loads(request.content)
+        body = {
+            "id": NEW_KB,
+            "user_id": USER,
+            "name": form["name"],
+            "description": form["description"],
+            "meta": None,
+            "access_grants": [],
+            "created_at": 1793000000,
+            "updated_at": 1793000000,
+            "files": None,
+        }
+        return httpx.Response(200, json=body)
+
+    def _upload(self, request: httpx.Request) -> httpx.Response:
+        parts = form_parts(request)
+        filename, content = parts["file"]
+        assert filename is not None
+        self.file_text = content.decode("utf-8")
+        metadata = upload_metadata(request)
+        body: dict[str, Any] = {
+            "id": FILE,
+            "user_id": USER,
+            "hash": None,
+            "filename": filename,
+            "path": f"/app/backend/data/uploads/{FILE}_{filename}",
+            "data": {"status": "pending"} if self.paged else {"content": self.file_text},
+            "meta": {
+                "name": filename,
+                "content_type": "text/markdown",
+                "size": len(content),
+                "file_hash": hashlib.sha256(content).hexdigest(),
+                "data": metadata,
+            },
+            "created_at": 1793000300,
+            "updated_at": 1793000300,
+            "status": True,
+        }
+        if self.upload_error is not None:
+            body["error"] = self.upload_error
+        return httpx.Response(200, json=body)
+
+    def _file(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=full_file(FILE, self.file_text, "upload.md"))
+
+    def _add(self, request: httpx.Request) -> httpx.Response:
+        file_id = json.loads(request.content)["file_id"]
+        self.members.append(full_file(file_id, self.file_text, "upload.md"))
+        return self._knowledge(request)
+
+    def _content(self, request: httpx.Request) -> httpx.Response:
+        text = json.loads(request.content)["content"]
+        self.file_text = text
+        return httpx.Response(200, json={"content": text})
+
+    def _remove(self, request: httpx.Request) -> httpx.Response:
+        file_id = json.loads(request.content)["file_id"]
+        self.members = [m for m in self.members if m["id"] != file_id]
+        return self._knowledge(request)
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
+    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
+
+
+@pytest.fixture
+def upstream() -> Upstream:
+    return Upstream(new_router())
+
+
+@pytest.fixture
+def upstream_065() -> Upstream:
+    return Upstream(new_router(), release="0.6.5")
+
+
+@asynccontextmanager
+async def connect(upstream: Upstream, **env: str) -> AsyncIterator[Client]:
+    server = create_server(make_settings(**env), transport=mock_transport(upstream.router))
+    async with Client(server, raise_exceptions=True) as client:
+        yield client
+
+
+async def call(upstream: Upstream, tool: str, args: dict[str, Any], **env: str) -> CallToolResult:
+    async with connect(upstream, **env) as client:
+        return await client.call_tool(tool, args)
+
+
+def error_of(result: CallToolResult) -> ErrorBody:
+    assert result.is_error, result
+    assert result.structured_content is not None
+    body = ErrorBody.model_validate(result.structured_content)
+    assert body.ok is False
+    assert body.message
+    assert_no_key(body.message, result.content)
+    return body
+
+
+def ok_of(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    content: dict[str, Any] = result.structured_content
+    assert content["ok"] is True
+    return content
+
+
+def add_args(**extra: Any) -> dict[str, Any]:
+    return {"knowledge_id": KB, "text": TEXT, "title": TITLE, **extra}
+
+
+UPDATE_ARGS: dict[str, Any] = {"file_id": FILE, "text": "# Яблоки\n\nApples are green now.", "knowledge_id": KB}
+DELETE_ARGS: dict[str, Any] = {"knowledge_id": KB, "file_id": FILE}
+CREATE_ARGS: dict[str, Any] = {"name": "Новая база 新しい", "description": "Заметки"}
+
+
+# -- every stage fails in every way -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    effect: Effect | type[Exception]
+    code: str
+    http_status: int | None
+    certain: bool  # Open WebUI certainly did not apply the request
+
+
+def answer(status: int, **kwargs: Any) -> Effect:
+    def effect(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, **kwargs)
+
+    return effect
+
+
+FAILURES: dict[str, Failure] = {
+    "400": Failure(answer(400, json={"detail": "[ERROR: Something went wrong :/]"}), "upstream_error", 400, True),
+    "401": Failure(answer(401, json={"detail": "401 Unauthorized"}), "auth", 401, True),
+    "403": Failure(answer(403, json={"detail": NO_PERMISSION}), "forbidden", 403, True),
+    "404": Failure(answer(404, json={"detail": NOT_FOUND_TEXT}), "not_found", 404, True),
+    "500": Failure(answer(500, text="Internal Server Error"), "upstream_error", 500, False),
+    "503": Failure(
+        answer(503, html="<html><body>503 Service Unavailable</body></html>"), "upstream_unavailable", 503, False
+    ),
+    "timeout": Failure(httpx.ReadTimeout, "timeout", None, False),
+    "reset": Failure(httpx.ReadError, "upstream_unavailable", None, False),
+    "protocol": Failure(httpx.RemoteProtocolError, "upstream_unavailable", None, False),
+    "refused": Failure(httpx.ConnectError, "upstream_unavailable", None, True),
+    "html 200": Failure(
+        answer(200, html="<!doctype html><html><title>Open WebUI</title></html>"), "unexpected_response", None, False
+    ),
+    "malformed 200": Failure(
+        answer(200, content=b'{"id": "x", "data": {', headers={"content-type": "application/json"}),
+        "unexpected_response",
+        None,
+        False,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class StageCase:
+    tool: str
+    args: dict[str, Any]
+    failing: Callable[[Upstream], respx.Route]  # the request that fails
+    sent_once: tuple[str, ...]  # write endpoints reached, each exactly once
+    never: tuple[str, ...]  # routes that must not be reached after the failure
+    file_id: str | None
+    applied: bool  # something exists in Open WebUI before the failing request (an uploaded file, replaced text)
+
+
+STAGES: dict[str, StageCase] = {
+    "create": StageCase("knowledge_create", CREATE_ARGS, lambda u: u.create, ("create",), (), None, False),
+    "upload": StageCase("knowledge_add", add_args(), lambda u: u.upload, ("upload",), ("status", "add"), None, False),
+    "process": StageCase("knowledge_add", add_args(), lambda u: u.status, ("upload",), ("add",), FILE, True),
+    "attach": StageCase("knowledge_add", add_args(), lambda u: u.add, ("upload", "add"), (), FILE, True),
+    "update": StageCase("knowledge_update", UPDATE_ARGS, lambda u: u.content, ("content",), ("reindex",), FILE, False),
+    "reindex": StageCase("knowledge_update", UPDATE_ARGS, lambda u: u.reindex, ("content", "reindex"), (), FILE, True),
+    "unlink": StageCase("knowledge_delete", DELETE_ARGS, lambda u: u.remove, ("remove",), ("file",), FILE, False),
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILURES))
+@pytest.mark.parametrize("stage", list(STAGES))
+async def test_every_stage_fails_in_every_way(upstream: Upstream, stage: str, kind: str) -> None:
+    case, failure = STAGES[stage], FAILURES[kind]
+    upstream.hold(FILE, TEXT)  # so knowledge_update's membership check passes; knowledge_add does not look
+    case.failing(upstream).side_effect = failure.effect
+
+    error = error_of(await call(upstream, case.tool, case.args))
+
+    expected_outcome = "not_applied" if failure.certain and not case.applied else "partial_or_unknown"
+    assert (error.code, error.stage, error.file_id, error.outcome) == (
+        failure.code,
+        stage,
+        case.file_id,
+        expected_outcome,
+    ), error.message
+    assert error.http_status == failure.http_status
+    # Never retried: each write endpoint reached is called exactly once, and nothing after the failure runs.
+    routes = {**upstream.write_routes(), "status": upstream.status, "file": upstream.file}
+    for name, route in upstream.write_routes().items():
+        assert route.call_count == (1 if name in case.sent_once else 0), (name, upstream.requests())
+    for name in case.never:
+        assert routes[name].call_count == 0, (name, upstream.requests())
+    assert case.failing(upstream).call_count >= 1
+    if stage in ("process", "attach"):
+        # The uploaded file stays behind: the message names it and says what to do about it.
+        assert FILE in error.message
+        assert LEFT_BEHIND.search(error.message), error.message
+
+
+@pytest.mark.parametrize("stage", ["upload", "attach"])
+async def test_a_hanging_write_times_out_once(upstream: Upstream, stage: str) -> None:
+    """OPENWEBUI_TIMEOUT bounds the whole exchange; the write is not sent again."""
+
+    started: list[httpx.Request] = []  # respx records a call only once it has an answer
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        started.append(request)
+        await asyncio.sleep(30)
+        return httpx.Response(200, json={})
+
+    route = upstream.upload if stage == "upload" else upstream.add
+    route.side_effect = hang
+    error = error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
+    assert (error.code, error.stage, error.outcome) == ("timeout", stage, "partial_or_unknown")
+    assert error.file_id == (FILE if stage == "attach" else None)
+    assert len(started) == 1
+    assert upstream.upload.call_count == (1 if stage == "attach" else 0)
+
+
+WRITE_STAGES = ["create", "upload", "attach", "update", "reindex", "unlink"]
+
+
+@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("stage", WRITE_STAGES)
+async def test_writes_are_not_retried_even_when_told_to(upstream: Upstream, stage: str, status: int) -> None:
+    """Reads may honour Retry-After; a write asked to come back later is still sent once and reported."""
+    case = STAGES[stage]
+    upstream.hold(FILE, TEXT)
+    retry_later = answer(status, json={"detail": "Too many requests"}, headers={"Retry-After": "0"})
+    case.failing(upstream).side_effect = retry_later
+
+    error = error_of(await call(upstream, case.tool, case.args))
+
+    assert error.code == ("rate_limited" if status == 429 else "upstream_unavailable")
+    assert (error.stage, error.file_id, error.http_status) == (stage, case.file_id, status)
+    assert error.outcome == ("not_applied" if status == 429 and not case.applied else "partial_or_unknown")
+    for name, route in upstream.write_routes().items():
+        assert route.call_count == (1 if name in case.sent_once else 0), (name, upstream.requests())
+
+
+VERSION_FAILS: dict[str, tuple[str, dict[str, Any], str, str | None]] = {
+    "create": ("knowledge_create", CREATE_ARGS, "create", None),
+    "upload": ("knowledge_add", add_args(), "upload", None),
+    "update": ("knowledge_update", UPDATE_ARGS, "update", FILE),
+    "unlink": ("knowledge_delete", DELETE_ARGS, "unlink", FILE),
+}
+
+
+@pytest.mark.parametrize("kind", ["503", "timeout"])
+@pytest.mark.parametrize("stage", list(VERSION_FAILS))
+async def test_release_unknown_before_the_first_write(upstream: Upstream, stage: str, kind: str) -> None:
+    """GET /api/version fails (Open WebUI restarting): the write is not sent, and the error says so."""
+    upstream.hold(FILE, TEXT)
+    upstream.version.side_effect = FAILURES[kind].effect
+    tool, args, _, file_id = VERSION_FAILS[stage]
+
+    error = error_of(await call(upstream, tool, args))
+
+    assert (error.code, error.stage, error.file_id, error.outcome) == (
+        FAILURES[kind].code,
+        stage,
+        file_id,
+        "not_applied",
+    )
+    assert [route.call_count for route in upstream.write_routes().values()] == [0] * 6
+
+
+# -- the processing stage -----------------------------------------------------------------------------------------
+
+
+async def test_processing_failed_reports_open_webuis_error(upstream: Upstream) -> None:
+    reason = "Error loading document: unsupported encoding"
+    upstream.status.side_effect = answer(200, json={"status": "failed"})
+    failed_file = full_file(FILE, "", "upload.md")
+    failed_file["data"] = {"status": "failed", "error": reason}
+    upstream.file.side_effect = answer(200, json=failed_file)
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.code, error.stage, error.file_id, error.outcome) == (
+        "upstream_error",
+        "process",
+        FILE,
+        "partial_or_unknown",
+    )
+    assert reason in error.message
+    assert FILE in error.message
+    assert LEFT_BEHIND.search(error.message)
+    assert upstream.file.call_count == 1
+    assert upstream.add.call_count == 0
+    assert upstream.upload.call_count == 1
+
+
+async def test_processing_that_never_ends_times_out(upstream: Upstream) -> None:
+    upstream.status.side_effect = answer(200, json={"status": "pending"})
+
+    error = error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_PROCESS_TIMEOUT="1"))
+
+    assert (error.code, error.stage, error.file_id, error.outcome) == ("timeout", "process", FILE, "partial_or_unknown")
+    assert "OPENWEBUI_PROCESS_TIMEOUT" in error.message
+    assert FILE in error.message
+    assert LEFT_BEHIND.search(error.message)
+    assert upstream.status.call_count > 1  # it did poll
+    assert upstream.upload.call_count == 1
+    assert upstream.add.call_count == 0
+
+
+async def test_polls_until_completed(upstream: Upstream) -> None:
+    upstream.status.side_effect = [
+        httpx.Response(200, json={"status": "pending"}),
+        httpx.Response(200, json={"status": "processing"}),
+        httpx.Response(200, json={"status": "completed"}),
+    ]
+
+    added = ok_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert added["status"] == "completed"
+    assert upstream.status.call_count == 3
+    assert upstream.requests() == [
+        f"GET /api/v1/knowledge/{KB}",
+        "POST /api/v1/files/",
+        f"GET /api/v1/files/{FILE}/process/status",
+        f"GET /api/v1/files/{FILE}/process/status",
+        f"GET /api/v1/files/{FILE}/process/status",
+        f"POST /api/v1/knowledge/{KB}/file/add",
+    ]
+
+
+async def test_upload_answer_without_an_id(upstream: Upstream) -> None:
+    upstream.upload.side_effect = answer(200, json={"status": True, "data": {"status": "pending"}})
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome) == ("unexpected_response", "upload", "partial_or_unknown")
+    assert upstream.upload.call_count == 1
+    assert upstream.add.call_count == 0
+
+
+async def test_create_answer_without_an_id(upstream: Upstream) -> None:
+    upstream.create.side_effect = answer(200, json={"name": "x"})
+    error = error_of(await call(upstream, "knowledge_create", CREATE_ARGS))
+    assert (error.code, error.stage, error.outcome) == ("unexpected_response", "create", "partial_or_unknown")
+    assert upstream.create.call_count == 1
+
+
+# -- duplicates ---------------------------------------------------------------------------------------------------
+
+
+async def test_duplicate_content_at_attach_names_the_existing_file(upstream: Upstream) -> None:
+    holder = "0d0e0f10-1112-4314-8516-171819202122"
+    upstream.hold(holder, TEXT)
+    upstream.add.side_effect = answer(400, json={"detail": DUPLICATE})
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.code, error.stage, error.file_id, error.outcome) == (
+        "duplicate_content",
+        "attach",
+        FILE,
+        "partial_or_unknown",
+    )
+    assert error.existing_file_id == holder
+    assert holder in error.message
+    assert FILE in error.message  # the uploaded copy stays behind
+    assert LEFT_BEHIND.search(error.message)
+    assert upstream.add.call_count == 1
+    assert upstream.upload.call_count == 1
+
+
+async def test_duplicate_content_without_a_known_holder(upstream: Upstream) -> None:
+    upstream.add.side_effect = answer(400, json={"detail": DUPLICATE})  # no file of the base has that hash
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.file_id) == ("duplicate_content", "attach", FILE)
+    assert error.existing_file_id is None
+    assert upstream.add.call_count == 1
+
+
+# -- knowledge_add: success, pre-check, input ---------------------------------------------------------------------
+
+
+async def test_add_document(upstream: Upstream) -> None:
+    added = ok_of(await call(upstream, "knowledge_add", add_args(metadata={"author": "Иван", "tags": ["a", "b"]})))
+
+    assert added["knowledge_id"] == KB
+    assert added["file_id"] == FILE
+    assert added["title"] == TITLE
+    assert added["status"] == "completed"
+    assert upstream.requests() == [
+        f"GET /api/v1/knowledge/{KB}",
+        "POST /api/v1/files/",
+        f"GET /api/v1/files/{FILE}/process/status",
+        f"POST /api/v1/knowledge/{KB}/file/add",
+    ]
+    assert json.loads(upstream.add.calls.last.request.content) == {"file_id": FILE}
+    assert any(m["id"] == FILE for m in upstream.members)
+
+
+async def test_upload_carries_title_source_and_metadata(upstream: Upstream) -> None:
+    caller = {"author": "Иван Петров", "url": "https://example.com/東京", "nested": {"a": [1, 2, {"b": None}]}}
+
+    added = ok_of(await call(upstream, "knowledge_add", add_args(metadata=caller)))
+
+    request = upstream.upload.calls.last.request
+    parts = form_parts(request)
+    filename, content = parts["file"]
+    assert content.decode("utf-8") == TEXT
+    metadata = upload_metadata(request)
+    assert metadata["title"] == TITLE  # verbatim, no escaping or transliteration
+    assert metadata["source"] == filename
+    for key, value in caller.items():
+        assert metadata[key] == value
+    assert filename == added["filename"]
+
+
+async def test_caller_source_is_kept(upstream: Upstream) -> None:
+    ok_of(await call(upstream, "knowledge_add", add_args(metadata={"source": "https://example.com/a"})))
+    assert upload_metadata(upstream.upload.calls.last.request)["source"] == "https://example.com/a"
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        TITLE,
+        "Отчёт/../../etc/passwd 東京",
+        "..\\..\\Windows\\System32 データ",
+        "a..b",
+        "../Отчёт",
+    ],
+)
+async def test_multipart_filename_is_safe(upstream: Upstream, title: str) -> None:
+    added = ok_of(await call(upstream, "knowledge_add", add_args(title=title)))
+
+    filename, _ = form_parts(upstream.upload.calls.last.request)["file"]
+    assert filename == added["filename"]
+    assert filename is not None
+    assert "/" not in filename
+    assert "\\" not in filename
+    assert ".." not in filename, filename
+    assert filename.endswith(".md")
+    assert all(letter in filename for letter in title if letter.isalpha()), filename  # every script kept
+    assert upload_metadata(upstream.upload.calls.last.request)["title"] == title.strip()
+
+
+async def test_filename_keeps_cyrillic_and_cjk(upstream: Upstream) -> None:
+    added = ok_of(await call(upstream, "knowledge_add", add_args()))
+    assert "Отчёт" in added["filename"]
+    assert "東京" in added["filename"]
+    assert "データ" in added["filename"]
+
+
+async def test_unknown_base_is_not_found_before_any_upload(upstream: Upstream) -> None:
+    upstream.base.side_effect = answer(404, json={"detail": NOT_FOUND_TEXT})
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.code, error.outcome, error.file_id) == ("not_found", "not_applied", None)
+    assert error.stage == "upload"
+    assert upstream.upload.call_count == 0
+    assert upstream.requests() == [f"GET /api/v1/knowledge/{KB}"]
+
+
+async def test_read_only_base_is_forbidden_before_any_upload(upstream: Upstream) -> None:
+    upstream.write_access = False
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.code, error.outcome, error.file_id) == ("forbidden", "not_applied", None)
+    assert error.stage == "upload"
+    assert upstream.upload.call_count == 0
+    assert upstream.requests() == [f"GET /api/v1/knowledge/{KB}"]
+
+
+@pytest.mark.parametrize("kind", ["500", "timeout", "refused", "html 200"])
+async def test_pre_check_failure_uploads_nothing(upstream: Upstream, kind: str) -> None:
+    upstream.base.side_effect = FAILURES[kind].effect
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+    assert error.code == FAILURES[kind].code
+    assert error.outcome == "not_applied"  # only a read was made: nothing can have changed
+    assert upstream.upload.call_count == 0
+
+
+RESERVED = ["knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name"]
+
+
+@pytest.mark.parametrize("key", RESERVED)
+async def test_reserved_metadata_keys_are_refused(upstream: Upstream, key: str) -> None:
+    error = error_of(await call(upstream, "knowledge_add", add_args(metadata={"author": "a", key: "x"})))
+    assert error.code == "invalid_argument"
+    assert key in error.message
+    assert upstream.requests() == []
+
+
+async def test_every_reserved_key_is_named(upstream: Upstream) -> None:
+    metadata = dict.fromkeys(RESERVED[:4], "x")
+    error = error_of(await call(upstream, "knowledge_add", add_args(metadata=metadata)))
+    assert error.code == "invalid_argument"
+    for key in RESERVED[:4]:
+        assert key in error.message
+    assert upstream.requests() == []
+
+
+def sized_metadata(size: int, letter: str = "x") -> dict[str, Any]:
+    """Metadata whose JSON (as the server measures it) is exactly `size` bytes."""
+    overhead = len(json.dumps({"k": ""}, ensure_ascii=False).encode())
+    width = len(letter.encode())
+    assert (size - overhead) % width == 0
+    return {"k": letter * ((size - overhead) // width)}
+
+
+async def test_metadata_at_the_size_limit_is_accepted(upstream: Upstream) -> None:
+    metadata = sized_metadata(writes.METADATA_MAX_BYTES)
+    assert len(json.dumps(metadata, ensure_ascii=False).encode()) == 16 * 1024
+    ok_of(await call(upstream, "knowledge_add", add_args(metadata=metadata)))
+
+
+@pytest.mark.parametrize("letter", ["x", "я"])
+async def test_oversized_metadata_is_refused(upstream: Upstream, letter: str) -> None:
+    overhead = len(json.dumps({"k": ""}).encode())
+    metadata = {"k": letter * ((16 * 1024 - overhead) // len(letter.encode()) + 1)}
+    assert len(json.dumps(metadata, ensure_ascii=False).encode()) > 16 * 1024
+    assert len(json.dumps(metadata, ensure_ascii=False)) <= 16 * 1024 or letter == "x"  # bytes count, not characters
+    error = error_of(await call(upstream, "knowledge_add", add_args(metadata=metadata)))
+    assert error.code == "invalid_argument"
+    assert re.search(r"16384|16 ?KiB", error.message), error.message
+    assert upstream.requests() == []
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: Any = "leaf"
+    for level in range(depth):
+        value = {f"level{level}": value}
+    assert isinstance(value, dict)
+    return value
+
+
+async def test_metadata_four_levels_deep_is_accepted(upstream: Upstream) -> None:
+    ok_of(await call(upstream, "knowledge_add", add_args(metadata=nested(4))))
+
+
+@pytest.mark.parametrize("metadata", [nested(5), {"a": [[[[["deep"]]]]]}, {"a": {"b": [{"c": {"d": 1}}]}}])
+async def test_over_deep_metadata_is_refused(upstream: Upstream, metadata: dict[str, Any]) -> None:
+    error = error_of(await call(upstream, "knowledge_add", add_args(metadata=metadata)))
+    assert error.code == "invalid_argument"
+    assert "deep" in error.message or "nested" in error.message
+    assert upstream.requests() == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"text": ""},
+        {"text": " \n\t "},
+        {"title": ""},
+        {"title": "   "},
+        {"title": "Я" * (writes.TITLE_MAX_CHARS + 1)},
+        {"knowledge_id": "../api/v1/files"},
+        {"knowledge_id": ""},
+    ],
+    ids=["empty text", "blank text", "empty title", "blank title", "long title", "path id", "empty id"],
+)
+async def test_bad_add_input_is_refused_without_a_request(upstream: Upstream, change: dict[str, Any]) -> None:
+    error = error_of(await call(upstream, "knowledge_add", add_args(**change)))
+    assert error.code == "invalid_argument"
+    assert error.outcome in (None, "not_applied")
+    assert upstream.requests() == []
+
+
+async def test_longest_title_is_accepted(upstream: Upstream) -> None:
+    added = ok_of(await call(upstream, "knowledge_add", add_args(title="Я" * writes.TITLE_MAX_CHARS)))
+    assert upload_metadata(upstream.upload.calls.last.request)["title"] == "Я" * writes.TITLE_MAX_CHARS
+    assert len(added["filename"]) <= 255
+
+
+# -- progress -----------------------------------------------------------------------------------------------------
+
+
+async def test_progress_is_reported(upstream: Upstream) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with connect(upstream) as client:
+        result = await client.call_tool("knowledge_add", add_args(), progress_callback=on_progress)
+    ok_of(result)
+
+    assert [message for _, _, message in seen] == ["uploading", "processing", "attaching", "done"]
+    progress = [p for p, _, _ in seen]
+    assert progress == sorted(progress)
+    assert len(set(progress)) == len(progress)
+    totals = {t for _, t, _ in seen}
+    assert len(totals) == 1
+    (total,) = totals
+    assert total is not None
+    assert progress[-1] == total
+
+
+# -- releases before 0.6.23: processing happens during the upload -------------------------------------------------
+
+
+async def test_old_release_does_not_poll(upstream_065: Upstream) -> None:
+    added = ok_of(await call(upstream_065, "knowledge_add", add_args()))
+    assert added["file_id"] == FILE
+    assert upstream_065.status.call_count == 0
+    assert upstream_065.add.call_count == 1
+    assert upstream_065.upload.call_count == 1
+
+
+async def test_old_release_processing_error_in_upload_answer(upstream_065: Upstream) -> None:
+    upstream_065.upload_error = "400: The content provided is empty. Please ensure that there is text."
+
+    error = error_of(await call(upstream_065, "knowledge_add", add_args()))
+
+    assert (error.code, error.stage, error.file_id, error.outcome) == (
+        "upstream_error",
+        "process",
+        FILE,
+        "partial_or_unknown",
+    )
+    assert "content provided is empty" in error.message
+    assert LEFT_BEHIND.search(error.message)
+    assert upstream_065.status.call_count == 0
+    assert upstream_065.add.call_count == 0
+    assert upstream_065.upload.call_count == 1
+
+
+async def test_old_release_invisible_base(upstream_065: Upstream) -> None:
+    """Before 0.7 Open WebUI answers 200 null for a base the key cannot read."""
+    upstream_065.base.side_effect = answer(200, content=b"null", headers={"content-type": "application/json"})
+    error = error_of(await call(upstream_065, "knowledge_add", add_args()))
+    assert (error.code, error.outcome) == ("not_found", "not_applied")
+    assert upstream_065.upload.call_count == 0
+
+
+# -- knowledge_create ---------------------------------------------------------------------------------------------
+
+
+async def test_create_knowledge(upstream: Upstream) -> None:
+    created = ok_of(await call(upstream, "knowledge_create", CREATE_ARGS))
+    assert created["knowledge_id"] == NEW_KB
+    assert created["name"] == CREATE_ARGS["name"]
+    assert upstream.create.call_count == 1
+    body = json.loads(upstream.create.calls.last.request.content)
+    assert body["name"] == CREATE_ARGS["name"]
+    assert body["description"] == CREATE_ARGS["description"]
+
+
+async def test_create_on_old_release_is_private(upstream_065: Upstream) -> None:
+    ok_of(await call(upstream_065, "knowledge_create", CREATE_ARGS))
+    body = json.loads(upstream_065.create.calls.last.request.content)
+    assert body["access_control"] == {}  # null would make it readable by every user
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * (writes.NAME_MAX_CHARS + 1)])
+async def test_bad_create_input_is_refused(upstream: Upstream, name: str) -> None:
+    error = error_of(await call(upstream, "knowledge_create", {"name": name}))
+    assert error.code == "invalid_argument"
+    assert upstream.requests() == []
+
+
+# -- knowledge_update ---------------------------------------------------------------------------------------------
+
+
+async def test_update_document(upstream: Upstream) -> None:
+    upstream.hold(FILE, TEXT)
+
+    updated = ok_of(await call(upstream, "knowledge_update", UPDATE_ARGS))
+
+    assert updated["file_id"] == FILE
+    assert updated["shared_file"] is True
+    assert updated["total_chars"] == len(UPDATE_ARGS["text"])
+    assert json.loads(upstream.content.calls.last.request.content) == {"content": UPDATE_ARGS["text"]}
+    assert json.loads(upstream.reindex.calls.last.request.content) == {"file_id": FILE}
+    assert upstream.requests() == [
+        f"GET /api/v1/knowledge/{KB}/files",
+        f"POST /api/v1/files/{FILE}/data/content/update",
+        f"POST /api/v1/knowledge/{KB}/file/update",
+    ]
+
+
+async def test_update_of_a_file_not_in_the_base(upstream: Upstream) -> None:
+    error = error_of(await call(upstream, "knowledge_update", UPDATE_ARGS))  # the base holds only OTHER
+    assert (error.code, error.outcome, error.file_id, error.stage) == ("not_found", "not_applied", FILE, "update")
+    assert upstream.content.call_count == 0
+    assert upstream.reindex.call_count == 0
+
+
+async def test_update_in_an_unknown_base(upstream: Upstream) -> None:
+    upstream.files.side_effect = answer(400, json={"detail": NOT_FOUND_TEXT})
+    error = error_of(await call(upstream, "knowledge_update", UPDATE_ARGS))
+    assert (error.code, error.outcome, error.stage) == ("not_found", "not_applied", "update")
+    assert upstream.content.call_count == 0
+
+
+@pytest.mark.parametrize("kind", ["500", "timeout", "reset"])
+async def test_update_membership_check_failure_changes_nothing(upstream: Upstream, kind: str) -> None:
+    upstream.files.side_effect = FAILURES[kind].effect
+    error = error_of(await call(upstream, "knowledge_update", UPDATE_ARGS))
+    assert (error.code, error.stage, error.outcome) == (FAILURES[kind].code, "update", "not_applied")
+    assert upstream.content.call_count == 0
+
+
+async def test_reindex_failure_says_the_text_was_replaced(upstream: Upstream) -> None:
+    upstream.hold(FILE, TEXT)
+    upstream.reindex.side_effect = answer(500, text="Internal Server Error")
+    error = error_of(await call(upstream, "knowledge_update", UPDATE_ARGS))
+    assert (error.stage, error.outcome) == ("reindex", "partial_or_unknown")
+    assert "replaced" in error.message
+
+
+@pytest.mark.parametrize("change", [{"text": ""}, {"file_id": "a/b"}, {"knowledge_id": "x y"}])
+async def test_bad_update_input_is_refused(upstream: Upstream, change: dict[str, Any]) -> None:
+    error = error_of(await call(upstream, "knowledge_update", {**UPDATE_ARGS, **change}))
+    assert error.code == "invalid_argument"
+    assert upstream.requests() == []
+
+
+# -- knowledge_delete ---------------------------------------------------------------------------------------------
+
+
+async def test_delete_keeps_the_file(upstream: Upstream) -> None:
+    upstream.hold(FILE, TEXT)
+
+    removed = ok_of(await call(upstream, "knowledge_delete", DELETE_ARGS))
+
+    assert removed == {"ok": True, "knowledge_id": KB, "file_id": FILE, "file_kept": True}
+    request = upstream.remove.calls.last.request
+    assert request.url.params.get_list("delete_file") == ["false"]
+    assert json.loads(request.content) == {"file_id": FILE}
+    assert upstream.remove.call_count == 1
+    assert upstream.requests() == [
+        f"POST /api/v1/knowledge/{KB}/file/remove",
+        f"GET /api/v1/knowledge/{KB}/files",
+        f"GET /api/v1/files/{FILE}",
+    ]
+
+
+async def test_delete_is_refused_before_0_6_27(upstream_065: Upstream) -> None:
+    upstream_065.hold(FILE, TEXT)
+
+    error = error_of(await call(upstream_065, "knowledge_delete", DELETE_ARGS))
+
+    assert (error.code, error.outcome, error.stage, error.file_id) == ("unsupported", "not_applied", "unlink", FILE)
+    assert "0.6.5" in error.message
+    assert upstream_065.remove.call_count == 0
+    assert not [r for r in upstream_065.requests() if r.startswith("POST")]
+
+
+async def test_delete_confirmation_still_listed(upstream: Upstream) -> None:
+    upstream.hold(FILE, TEXT)
+    upstream.remove.side_effect = upstream._knowledge  # accepted, but the base keeps listing the file
+
+    error = error_of(await call(upstream, "knowledge_delete", DELETE_ARGS))
+
+    assert (error.code, error.outcome, error.stage, error.file_id) == (
+        "upstream_error",
+        "partial_or_unknown",
+        "unlink",
+        FILE,
+    )
+    assert upstream.remove.call_count == 1
+
+
+async def test_delete_confirmation_file_gone(upstream: Upstream) -> None:
+    upstream.hold(FILE, TEXT)
+    upstream.file.side_effect = answer(404, json={"detail": NOT_FOUND_TEXT})
+
+    error = error_of(await call(upstream, "knowledge_delete", DELETE_ARGS))
+
+    assert (error.code, error.outcome, error.stage, error.file_id) == (
+        "upstream_error",
+        "partial_or_unknown",
+        "unlink",
+        FILE,
+    )
+    assert re.search(r"deleted|no longer has the file", error.message), error.message
+    assert upstream.remove.call_count == 1
+
+
+@pytest.mark.parametrize("failing", ["files", "file"])
+@pytest.mark.parametrize("kind", ["500", "timeout", "malformed 200"])
+async def test_delete_confirmation_fails(upstream: Upstream, failing: str, kind: str) -> None:
+    upstream.hold(FILE, TEXT)
+    route = upstream.files if failing == "files" else upstream.file
+    route.side_effect = FAILURES[kind].effect
+
+    error = error_of(await call(upstream, "knowledge_delete", DELETE_ARGS))
+
+    assert (error.code, error.outcome, error.stage, error.file_id) == (
+        FAILURES[kind].code,
+        "partial_or_unknown",
+        "unlink",
+        FILE,
+    )
+    assert upstream.remove.call_count == 1
+
+
+@pytest.mark.parametrize("change", [{"file_id": "../x"}, {"knowledge_id": "a?b"}])
+async def test_bad_delete_input_is_refused(upstream: Upstream, change: dict[str, Any]) -> None:
+    error = error_of(await call(upstream, "knowledge_delete", {**DELETE_ARGS, **change}))
+    assert error.code == "invalid_argument"
+    assert upstream.requests() == []
