@@ -12,6 +12,9 @@ from openwebui_rag_mcp import __version__
 EXIT_CONFIG = 2
 
 _EPILOG = """\
+exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 API key refused,
+5 unusable answers from Open WebUI, 6 retrieval probe failed (--deep)
+
 configuration comes from the environment:
   OPENWEBUI_URL        base URL of Open WebUI (required)
   OPENWEBUI_API_KEY    API key, sk-... (required)
@@ -20,6 +23,11 @@ configuration comes from the environment:
   RAG_TOP_K            default number of search results (8)
   RAG_CHUNK_MAX_CHARS  characters per search fragment (4000)
   RAG_FILE_MAX_CHARS   characters per knowledge_get_file answer (100000)
+  OPENWEBUI_PROCESS_TIMEOUT  seconds to wait for Open WebUI to index an added document (300)
+  OPENWEBUI_KNOWLEDGE_IDS    comma-separated knowledge_ids: the only bases the server touches (all)
+  OPENWEBUI_ALLOW_CREATE     allow knowledge_create while OPENWEBUI_KNOWLEDGE_IDS is set (false)
+  OPENWEBUI_READ_ONLY        register only the read tools (false)
+  OPENWEBUI_DISABLED_TOOLS   comma-separated tool names to leave out (none)
   OPENWEBUI_LOG_LEVEL  DEBUG, INFO, WARNING or ERROR, on stderr (WARNING)
 """
 
@@ -32,7 +40,15 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.parse_args(argv)
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("serve", "doctor"),
+        default="serve",
+        help="serve: run the MCP server on stdio (default); doctor: check the configuration and Open WebUI",
+    )
+    parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
+    args = parser.parse_args(argv)
 
     # Imported here so that --help and --version stay instant.
     from openwebui_rag_mcp.config import ConfigError, load_settings
@@ -52,6 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     log = logging.getLogger("openwebui_rag_mcp")
     for warning in settings.warnings:
         log.warning("%s", warning)
+
+    if args.command == "doctor":
+        import asyncio
+
+        from openwebui_rag_mcp.doctor import diagnose
+
+        sys.exit(asyncio.run(diagnose(settings, deep=args.deep)))
 
     from openwebui_rag_mcp.server import create_server
 
