@@ -112,15 +112,25 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
         raise invalid_argument(
             f"description is {len(description)} characters long; the limit is {DESCRIPTION_MAX_CHARS}"
         )
+    if not app.settings.allow_create:
+        raise ToolFailure(
+            "forbidden",
+            "creating knowledge bases is switched off for this server (OPENWEBUI_KNOWLEDGE_IDS is set and "
+            "OPENWEBUI_ALLOW_CREATE is not true); nothing was changed",
+            stage="create",
+            outcome="not_applied",
+        )
     release = await _release(app, "create")
     async with app.write_lock:
         try:
             created = await app.client.create_knowledge(release, name, description)
         except ToolFailure as failure:
             raise _failed(failure, "create") from None
-    knowledge_id = created.get("id")
-    if not isinstance(knowledge_id, str):
-        raise normalize.unexpected("a new knowledge base without an id").at("create", outcome="partial_or_unknown")
+        knowledge_id = created.get("id")
+        if not isinstance(knowledge_id, str):
+            nameless = normalize.unexpected("a new knowledge base without an id")
+            raise nameless.at("create", outcome="partial_or_unknown")
+        app.created.add(knowledge_id)  # usable alongside an allowlist when the operator allowed creating
     return KnowledgeCreated(ok=True, knowledge_id=knowledge_id, name=name, description=description)
 
 
