@@ -60,41 +60,38 @@ def _result(model: BaseModel, *, is_error: bool = False) -> CallToolResult:
     )
 
 
-async def respond(work: Awaitable[BaseModel], *, write: bool = False) -> CallToolResult:
-    """Run a tool body; a `ToolFailure` becomes an `isError` result with the structured error body.
+def failure_result(failure: ToolFailure, *, write: bool) -> CallToolResult:
+    """The `isError` result for a failure. For a write it always says whether anything may have changed."""
+    if write and failure.outcome is None:
+        failure = replace(failure, outcome=write_outcome(failure))
+    body = ErrorBody(
+        ok=False,
+        code=failure.code,
+        message=failure.message,
+        http_status=failure.http_status,
+        retryable=failure.retryable,
+        stage=failure.stage,
+        file_id=failure.file_id,
+        outcome=failure.outcome,
+        existing_file_id=failure.existing_file_id,
+    )
+    return _result(body, is_error=True)
 
-    For a write, every failure says whether anything may have changed (`outcome`), input errors included.
-    """
+
+async def respond(work: Awaitable[BaseModel], *, write: bool = False) -> CallToolResult:
+    """Run a tool body; every failure, a bug included, becomes an `isError` result with the structured body."""
     try:
         return _result(await work)
     except ToolFailure as failure:
-        if write and failure.outcome is None:
-            failure = replace(failure, outcome=write_outcome(failure))
-        body = ErrorBody(
-            ok=False,
-            code=failure.code,
-            message=failure.message,
-            http_status=failure.http_status,
-            retryable=failure.retryable,
-            stage=failure.stage,
-            file_id=failure.file_id,
-            outcome=failure.outcome,
-            existing_file_id=failure.existing_file_id,
-        )
-        return _result(body, is_error=True)
+        return failure_result(failure, write=write)
     except Exception:
         log.exception("tool failed unexpectedly")
-        body = ErrorBody(
-            ok=False,
-            code="internal_error",
-            message="the server hit an unexpected error; its log on stderr has the details",
-            http_status=None,
-            retryable=False,
-            stage=None,
-            file_id=None,
+        bug = ToolFailure(
+            "internal_error",
+            "the server hit an unexpected error; its log on stderr has the details",
             outcome="partial_or_unknown" if write else None,
         )
-        return _result(body, is_error=True)
+        return failure_result(bug, write=write)
 
 
 class _Tool(Tool):
@@ -112,12 +109,8 @@ class _Tool(Tool):
                 for e in error.__cause__.errors()
             )
             failure = ToolFailure("invalid_argument", f"invalid arguments for {self.name}: {problems}")
-            read_only = self.annotations is not None and self.annotations.read_only_hint
-            return await respond(_raise(failure), write=not read_only)
-
-
-async def _raise(failure: ToolFailure) -> BaseModel:
-    raise failure
+            read_only = self.annotations is not None and bool(self.annotations.read_only_hint)
+            return failure_result(failure, write=not read_only)
 
 
 def _app(ctx: Ctx) -> App:
