@@ -12,18 +12,12 @@ from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
 def _compact_schema(schema: dict[str, Any]) -> None:
     """Shrink an output schema without changing what it accepts: every tools/list costs the agent context.
 
-    Property titles only repeat the names; `anyOf [X, null]` is written as `type: [X, "null"]`; `required` is
-    dropped because every field is always present in what the server sends.
+    Property titles only repeat the names, and `required` is dropped because the server always sends every
+    field. Nullable fields stay `anyOf [X, null]`: the single-`type` spelling is what portable clients expect.
     """
     schema.pop("required", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
-        options = prop.get("anyOf")
-        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-            (other,) = [o for o in options if o != {"type": "null"}]
-            if set(other) == {"type"} and isinstance(other["type"], str):
-                del prop["anyOf"]
-                prop["type"] = [other["type"], "null"]
 
 
 class _Result(BaseModel):

@@ -117,6 +117,26 @@ def _app(ctx: Ctx) -> App:
     return ctx.request_context.lifespan_context
 
 
+# What every failure's structured content looks like (the full body is ErrorBody; README lists the codes).
+_ERROR_BRANCH: dict[str, Any] = {
+    "properties": {"ok": {"const": False}, "code": {"type": "string"}, "message": {"type": "string"}},
+    "required": ["ok", "code", "message"],
+}
+
+
+def _with_error_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The output schema as "the result, or the error body".
+
+    Clients such as MCP Inspector and Claude Code validate the structured content of error results against the
+    output schema too; without this branch they would hide our errors behind a schema complaint.
+    """
+    result = {key: value for key, value in schema.items() if key not in ("$defs", "title", "type")}
+    union: dict[str, Any] = {"type": "object", "title": schema.get("title"), "anyOf": [result, _ERROR_BRANCH]}
+    if "$defs" in schema:
+        union["$defs"] = schema["$defs"]
+    return union
+
+
 def _compact_input_schema(schema: dict[str, Any]) -> None:
     # Titles only repeat the names, and tools/list is read into the agent's context on every session.
     schema.pop("title", None)
@@ -361,6 +381,8 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
                     fn, name=tool_name, title=title, description=tool_description, annotations=hints
                 )
                 _compact_input_schema(tool.parameters)
+                if tool.fn_metadata.output_schema is not None:
+                    tool.fn_metadata.output_schema = _with_error_branch(tool.fn_metadata.output_schema)
                 registered.append(tool)
     server: MCPServer[App] = MCPServer(
         "openwebui-rag-mcp",
