@@ -537,6 +537,7 @@ def test_file_text_whole() -> None:
         "file_id": FRUIT_FILE,
         "title": "All about fruit",
         "filename": "fruits.md",
+        "metadata": {"source_tag": "unit-test"},  # the upload metadata, title promoted out of it
         "text": FRUIT_TEXT,
         "truncated": False,
         "total_chars": len(FRUIT_TEXT),

@@ -530,6 +530,7 @@ async def test_get_file_is_cut_at_the_configured_limit_and_pages(router: respx.R
         pieces.append(second["text"])
         last = await ok(client, "knowledge_get_file", {"file_id": "f-long", "offset": 2_000})
         assert last["next_offset"] is None
+        assert last["truncated"] is False  # nothing follows the last slice
         assert len(last["text"]) == 800
         pieces.append(last["text"])
         small = await ok(client, "knowledge_get_file", {"file_id": "f-long", "max_chars": 10})

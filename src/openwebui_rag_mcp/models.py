@@ -78,6 +78,7 @@ class FileText(_Result):
     file_id: str
     title: str | None
     filename: str | None
+    metadata: dict[str, Any]
     text: str
     truncated: bool
     total_chars: int

@@ -170,12 +170,14 @@ def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
     text = whole[offset : offset + max_chars]
     end = offset + len(text)
     item = file_item(raw)
+    uploaded = _upload_metadata(_optional_mapping(raw.get("meta")))
     return FileText(
         file_id=file_id,
         title=item.title,
         filename=item.filename,
+        metadata={k: v for k, v in uploaded.items() if k != "title"},
         text=text,
-        truncated=len(text) < len(whole),
+        truncated=end < len(whole),  # more text follows: continue at next_offset
         total_chars=len(whole),
         offset=offset,
         next_offset=end if end < len(whole) else None,

@@ -115,8 +115,8 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
     if not app.settings.allow_create:
         raise ToolFailure(
             "forbidden",
-            "creating knowledge bases is switched off for this server (OPENWEBUI_KNOWLEDGE_IDS is set and "
-            "OPENWEBUI_ALLOW_CREATE is not true); nothing was changed",
+            "creating knowledge bases is switched off for this server (OPENWEBUI_ALLOW_CREATE is not true; it "
+            "defaults to false while OPENWEBUI_KNOWLEDGE_IDS is set); nothing was changed",
             stage="create",
             outcome="not_applied",
         )
