@@ -745,6 +745,41 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
+DEMO_BASE = "Demo knowledge"
+DEMO_DOCS = {
+    "fruit.md": "# Fruit\n\nBananas are long yellow fruits rich in potassium. Apples are red or green.",
+    "rivers.md": "# Rivers\n\nThe Volga is the longest river in Europe; the Danube flows through ten countries.",
+    "moscow.md": "# Москва\n\nМосква — столица России и крупнейший город страны.",
+    "beijing.md": "# 北京\n\n北京是中华人民共和国的首都，有三千多年的历史。",
+}
+
+
+def seed_demo(inst: Instance) -> str | None:
+    """Create the demo base with a few documents, unless the instance already has one of that name."""
+    with client(inst) as http:
+        answer = http.get("/api/v1/knowledge/").json()
+    bases = answer["items"] if isinstance(answer, dict) else answer
+    if any(base.get("name") == DEMO_BASE for base in bases):
+        return None
+    knowledge_id = create_knowledge(inst, DEMO_BASE, "A few small documents to try the MCP server with")
+    for filename, text in DEMO_DOCS.items():
+        add_file(inst, knowledge_id, upload_text(inst, filename, text))
+    return knowledge_id
+
+
+def _cmd_seed(args: argparse.Namespace) -> int:
+    instances = _selected(args)
+    if not instances:
+        print("nothing is up; run: python -m devtools.openwebui_local up", file=sys.stderr)
+        return 1
+    knowledge_id = seed_demo(instances[-1])
+    if knowledge_id is None:
+        print(f"{DEMO_BASE!r} already exists")
+    else:
+        print(f"created {DEMO_BASE!r} ({knowledge_id}) with {len(DEMO_DOCS)} documents")
+    return 0
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     instances = _selected(args)
     if not instances:
@@ -769,6 +804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("down", _cmd_down, "stop what .local-openwebui/*/state.json records"),
         ("status", _cmd_status, "show what is up"),
         ("env", _cmd_env, "print the export lines for the running instance"),
+        ("seed", _cmd_seed, "add a small demo knowledge base (fruit, rivers, Moscow, Beijing) once"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--version", default=None)
