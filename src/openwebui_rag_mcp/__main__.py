@@ -32,6 +32,18 @@ configuration comes from the environment:
 """
 
 
+class _Redacting(logging.Formatter):
+    """Log lines with the API key blanked out: at DEBUG, httpx and httpcore log upstream headers verbatim, and a
+    misbehaving upstream can echo the key back in one."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._secret = secret
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace(self._secret, "[redacted]")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="openwebui-rag-mcp",
@@ -60,9 +72,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"openwebui-rag-mcp: configuration error: {problem}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
 
-    logging.basicConfig(
-        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Redacting(settings.api_key.get_secret_value()))
+    logging.basicConfig(level=settings.log_level, handlers=[handler])
     # httpx logs every request URL at INFO; keep that out unless debugging.
     logging.getLogger("httpx").setLevel(logging.DEBUG if settings.log_level == "DEBUG" else logging.WARNING)
     log = logging.getLogger("openwebui_rag_mcp")

@@ -21,7 +21,7 @@ import httpx
 from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.config import Settings
-from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,13 @@ Json = Any  # what json.loads returns; checked by the normalizer at the boundary
 
 
 def segment(value: str) -> str:
-    """A path segment, always encoded, so no id can change the path it is placed in."""
+    """A path segment, always encoded, so no id can change the path it is placed in.
+
+    The tools validate ids first; this is defence in depth. `quote` leaves "." and ".." alone, and an empty
+    segment would land on another route, so those are refused here too.
+    """
+    if value in ("", ".", ".."):
+        raise invalid_argument(f"{value!r} cannot be an Open WebUI id")
     return quote(value, safe="")
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, JsonValue, ValidationError
 from openwebui_rag_mcp import __version__, normalize, tools, writes
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
-from openwebui_rag_mcp.errors import ToolFailure, write_outcome
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.models import (
     DocumentAdded,
     DocumentRemoved,
@@ -108,7 +108,7 @@ class _Tool(Tool):
                 f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in error.__cause__.errors()
             )
-            failure = ToolFailure("invalid_argument", f"invalid arguments for {self.name}: {problems}")
+            failure = invalid_argument(f"invalid arguments for {self.name}: {problems}")
             read_only = self.annotations is not None and bool(self.annotations.read_only_hint)
             return failure_result(failure, write=not read_only)
 

@@ -261,7 +261,8 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     async with app.write_lock:
         await _require_member(app, knowledge_id, file_id, "update")
         try:
-            await app.client.update_file_text(file_id, text)
+            if not isinstance(await app.client.update_file_text(file_id, text), dict):
+                raise normalize.unexpected("the answer to a text update")
         except ToolFailure as failure:
             raise _failed(failure, "update", file_id) from None
         try:
@@ -295,6 +296,8 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
             outcome="not_applied",
         )
     async with app.write_lock:
+        if app.allowed_bases() is not None:  # under an allowlist, never touch a file no allowed base holds
+            await _require_member(app, knowledge_id, file_id, "unlink")
         try:
             await app.client.remove_file(knowledge_id, file_id)
         except ToolFailure as failure:
