@@ -1,0 +1,244 @@
+"""Packaging: the wheel builds, installs into a clean virtual environment, and its console script serves MCP.
+
+Builds the wheel with ``pip wheel . --no-deps`` (hatchling comes from PyPI in build isolation), installs it with its
+dependencies from PyPI into a fresh ``python -m venv``, and drives the installed ``openwebui-rag-mcp`` over stdio with
+raw JSON-RPC, pointed at a closed port: ``initialize`` and ``tools/list`` need no Open WebUI.
+
+Not live, but slow the first time (30 to 60 s, mostly pip). The wheel is reproducible (hatchling pins the file
+dates), so the virtual environment is cached per wheel hash under the system temporary directory and later runs
+only build the wheel again (about 5 s). uv and pipx are not installed on the CI machine, so ``uvx``/``pipx run`` are
+not exercised here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.parser
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from openwebui_rag_mcp import __version__
+from openwebui_rag_mcp.config import ALL_TOOLS
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_CACHE = Path(tempfile.gettempdir()) / "openwebui-rag-mcp-wheel-venvs"
+STALE_SECONDS = 2 * 24 * 3600
+LIMIT = 30.0  # seconds for any one answer from the server
+INSTALL_TIMEOUT = 300.0
+
+
+def _run(cmd: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    """Run ``cmd``; fail the test with its output if it fails. Returns stdout."""
+    try:
+        result = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"`{' '.join(cmd)}` took more than {timeout:.0f} s: {exc.output!r} {exc.stderr!r}", pytrace=False)
+    if result.returncode != 0:
+        pytest.fail(
+            f"`{' '.join(cmd)}` exited with {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n"
+            f"--- stderr\n{result.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return result.stdout
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """A minimal environment, as an MCP client gives its server: no PYTHONPATH, nothing from the dev venv."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
+    return {**env, **extra}
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(out)], timeout=INSTALL_TIMEOUT)
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [f"openwebui_rag_mcp-{__version__}-py3-none-any.whl"]
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path) -> Path:
+    """A virtual environment with the wheel installed (cached per wheel hash)."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:16]
+    target = VENV_CACHE / digest
+    marker = target / ".installed"
+    with _lock(VENV_CACHE / f"{digest}.lock"):
+        if not marker.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(target)], timeout=120)
+            python = str(target / "bin" / "python")
+            _run(
+                [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+                timeout=INSTALL_TIMEOUT,
+            )
+            marker.write_text(f"{wheel.name}\n", encoding="utf-8")
+        marker.touch()
+    for other in VENV_CACHE.iterdir():  # venvs of older wheels nobody used for a while
+        other_marker = other / ".installed"
+        if other != target and other_marker.exists() and time.time() - other_marker.stat().st_mtime > STALE_SECONDS:
+            shutil.rmtree(other, ignore_errors=True)
+    return target
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# -- the wheel itself -------------------------------------------------------------------------------------------
+
+
+def test_wheel_holds_the_package_and_its_metadata(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        dist_info = f"openwebui_rag_mcp-{__version__}.dist-info"
+        metadata = email.parser.Parser().parsestr(archive.read(f"{dist_info}/METADATA").decode())
+        entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert {"openwebui_rag_mcp/__main__.py", "openwebui_rag_mcp/server.py", "openwebui_rag_mcp/py.typed"} <= names
+    assert not [name for name in names if name.split("/")[0] in ("tests", "devtools", "clients", "bench", "src")]
+    assert metadata["Name"] == "openwebui-rag-mcp"
+    assert metadata["Version"] == __version__
+    requires = {req.split(">")[0].split("<")[0].split("=")[0].strip() for req in metadata.get_all("Requires-Dist", [])}
+    assert {"mcp", "httpx", "pydantic"} <= requires
+    assert "openwebui-rag-mcp = openwebui_rag_mcp.__main__:main" in entry_points
+
+
+# -- the installed script ----------------------------------------------------------------------------------------
+
+
+def test_installed_script_prints_the_version(venv: Path, tmp_path: Path) -> None:
+    script = venv / "bin" / "openwebui-rag-mcp"
+    assert script.exists()
+    out = _run([str(script), "--version"], timeout=30, cwd=tmp_path, env=clean_env())
+    assert out.strip() == f"openwebui-rag-mcp {__version__}"
+    assert "OPENWEBUI_API_KEY" in _run([str(script), "--help"], timeout=30, cwd=tmp_path, env=clean_env())
+    # The code that runs is the installed copy, not the source tree.
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import openwebui_rag_mcp; print(openwebui_rag_mcp.__file__)"],
+        timeout=30,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
+    assert Path(where.strip()).is_relative_to(venv), where
+
+
+class RawStdio:
+    """The installed console script with pipes: newline-delimited JSON-RPC, every stdout line kept."""
+
+    def __init__(self, script: Path, env: dict[str, str], cwd: Path, stderr: IO[bytes]) -> None:
+        self.process = subprocess.Popen(
+            [str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd
+        )
+        self.lines: list[bytes] = []
+        self._queue: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 0
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            self._queue.put(line)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        self.send({"id": self._next_id, "method": method, "params": params})
+        deadline = time.monotonic() + LIMIT
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no answer to {method} within {LIMIT:.0f} s", pytrace=False)
+            message = json.loads(line)
+            if message.get("id") == self._next_id:
+                assert "error" not in message, message
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def close(self) -> int:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            code = self.process.wait(timeout=LIMIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self._reader.join(timeout=5)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return code
+
+
+def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> None:
+    env = clean_env(OPENWEBUI_URL=closed_port_url(), OPENWEBUI_API_KEY="sk-wheel-test", OPENWEBUI_TIMEOUT="5")
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("wb") as stderr:
+        server = RawStdio(venv / "bin" / "openwebui-rag-mcp", env, tmp_path, stderr)
+        try:
+            init = server.request(
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "wheel", "version": "1"}},
+            )
+            assert init["serverInfo"]["name"]
+            assert init["protocolVersion"] == "2025-11-25"
+            server.send({"method": "notifications/initialized"})
+            tools = server.request("tools/list", {})["tools"]
+            assert {tool["name"] for tool in tools} == set(ALL_TOOLS)
+            assert all(tool["inputSchema"]["type"] == "object" and "outputSchema" in tool for tool in tools)
+            # Open WebUI is not there: the call is a structured error result, and the server keeps serving.
+            health = server.request("tools/call", {"name": "knowledge_health", "arguments": {}})
+            assert health["isError"] is True
+            assert health["structuredContent"]["code"] == "upstream_unavailable", health
+            assert len(server.request("tools/list", {})["tools"]) == len(ALL_TOOLS)
+        finally:
+            code = server.close()
+    assert code == 0, stderr_path.read_text(encoding="utf-8", errors="replace")
+    # stdout carried JSON-RPC messages and nothing else.
+    assert server.lines
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in server.lines)
+    assert "sk-wheel-test" not in stderr_path.read_text(encoding="utf-8", errors="replace")
