@@ -50,6 +50,15 @@ async def diagnose(settings: Settings, *, deep: bool, say: Callable[[str], None]
             say(f"API key on the Knowledge API: FAILED - {failure.message}")
             return _exit_code(failure)
         say(f"API key on the Knowledge API: OK, {len(bases)} knowledge base(s) readable")
+        allowed = app.allowed_bases()
+        if allowed is not None:
+            readable = {base.knowledge_id for base in bases}
+            missing = [i for i in allowed if i not in readable]
+            say(
+                f"OPENWEBUI_KNOWLEDGE_IDS: {len(allowed) - len(missing)} of {len(allowed)} allowed base(s) readable"
+                + (f"; not readable with this key: {', '.join(missing)}" if missing else "")
+            )
+            bases = [base for base in bases if base.knowledge_id in allowed]
 
         if bases:
             try:
