@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from devtools.cachelock import exclusive_lock
 from devtools.openwebui_local import CACHE_ROOT
 
 NPM_ROOT = CACHE_ROOT / "npm"
@@ -75,20 +75,10 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-@contextlib.contextmanager
-def _lock(tool: NpmTool) -> Iterator[None]:
+def _lock(tool: NpmTool) -> contextlib.AbstractContextManager[None]:
     lock_path = NPM_ROOT / "locks" / f"{tool.directory.name}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _log(f"another process is installing {tool.spec}; waiting for it (lock {lock_path})")
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    waiting = f"another process is installing {tool.spec}; waiting for it (lock {lock_path})"
+    return exclusive_lock(lock_path, lambda: _log(waiting))
 
 
 def installed_version(tool: NpmTool) -> str | None:

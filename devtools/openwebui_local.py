@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import mimetypes
 import os
@@ -28,12 +27,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
+
+from devtools.cachelock import exclusive_lock
 
 CACHE_ROOT = Path(os.environ.get("OPENWEBUI_RAG_MCP_CACHE", "~/.cache/openwebui-rag-mcp")).expanduser()
 NEWEST = "0.12.4"
@@ -96,20 +97,10 @@ def _run_logged(cmd: Sequence[str], log: TextIO) -> None:
         raise RuntimeError(f"`{' '.join(cmd)}` exited with code {result.returncode}")
 
 
-@contextlib.contextmanager
-def _install_lock(version: str) -> Iterator[None]:
+def _install_lock(version: str) -> contextlib.AbstractContextManager[None]:
     lock_path = CACHE_ROOT / "locks" / f"{version}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _log(f"another process is installing Open WebUI {version}; waiting for it (lock {lock_path})")
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    waiting = f"another process is installing Open WebUI {version}; waiting for it (lock {lock_path})"
+    return exclusive_lock(lock_path, lambda: _log(waiting))
 
 
 def install(version: str) -> Path:

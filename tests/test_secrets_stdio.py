@@ -11,20 +11,17 @@ the key or any distinctive piece of it.
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from tests import faultstub
 from tests.faultstub import AUTHORIZATION, FILE, KB, Fault, FaultStub, Lane, answer, page
+from tests.rawstdio import RawStdio, path_only_env
 
 SCRIPT = Path(sys.executable).with_name("openwebui-rag-mcp")
 KEY = "sk-DISTINCTIVE-7f3a9c2e5b8d41f6a0c3e9b7d2f4a8c1"
@@ -37,68 +34,6 @@ def pieces_of_the_key() -> list[str]:
     """The key, its distinctive middle, and every 8-character window of its secret part."""
     secret = KEY.removeprefix("sk-")
     return [KEY, MIDDLE, *(secret[i : i + 8] for i in range(len(secret) - 7))]
-
-
-class Conversation:
-    """The console script on pipes; every stdout line is kept as bytes, stderr goes to a file."""
-
-    def __init__(self, env: dict[str, str], stderr: IO[bytes]) -> None:
-        self.process = subprocess.Popen(
-            [str(SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
-        )
-        self.lines: list[bytes] = []
-        self._queue: queue.Queue[bytes] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self._next_id = 0
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-            self._queue.put(line)
-
-    def send_raw(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line.encode() + b"\n")
-        self.process.stdin.flush()
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_raw(json.dumps({"jsonrpc": "2.0", **message}))
-
-    def answer_to(self, request_id: int) -> dict[str, Any]:
-        while True:
-            message: dict[str, Any] = json.loads(self._queue.get(timeout=LIMIT))
-            if message.get("id") == request_id:
-                return message
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        self.send({"id": self._next_id, "method": method, "params": params})
-        message = self.answer_to(self._next_id)
-        assert "error" not in message, message
-        result: dict[str, Any] = message["result"]
-        return result
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.request("tools/call", {"name": tool, "arguments": arguments})
-
-    def close(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            code = self.process.wait(timeout=LIMIT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        self._reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        return code
 
 
 @dataclass(frozen=True)
@@ -179,14 +114,10 @@ def test_the_key_never_leaves_the_process(stub: FaultStub, tmp_path: Path) -> No
     }
     stderr_path = tmp_path / "stderr.bin"
     with stderr_path.open("wb") as stderr:
-        server = Conversation(env, stderr)
+        server = RawStdio([str(SCRIPT)], path_only_env(env), stderr, limit=LIMIT)
         try:
-            init = server.request(
-                "initialize",
-                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tour", "version": "1"}},
-            )
+            init = server.initialize("tour")
             assert init["serverInfo"]["name"] == "openwebui-rag-mcp"
-            server.send({"method": "notifications/initialized"})
             assert len(server.request("tools/list", {})["tools"]) == 13
 
             for stop in TOUR:

@@ -8,17 +8,14 @@ nothing but protocol messages, byte for byte).
 from __future__ import annotations
 
 import json
-import os
-import queue
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -28,6 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.conftest import API_KEY, assert_no_key, fixture_json
+from tests.rawstdio import RawStdio, path_only_env
 
 pytestmark = pytest.mark.anyio
 
@@ -199,72 +197,16 @@ async def test_sdk_client_recovers_when_open_webui_comes_up_later(tmp_path: Path
 # -- raw JSON-RPC: stdout carries protocol messages only --------------------------------------------------------
 
 
-class RawServer:
-    """The console script with pipes; every stdout line is kept as bytes."""
-
-    def __init__(self, env: dict[str, str], stderr: IO[bytes]) -> None:
-        scrubbed = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
-        self.process = subprocess.Popen(
-            [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=scrubbed
-        )
-        self.lines: list[bytes] = []
-        self._queue: queue.Queue[bytes] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self._next_id = 0
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-            self._queue.put(line)
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        self.send({"id": self._next_id, "method": method, "params": params})
-        while True:
-            line = self._queue.get(timeout=LIMIT)
-            message = json.loads(line)
-            if message.get("id") == self._next_id:
-                assert "error" not in message, message
-                result: dict[str, Any] = message["result"]
-                return result
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.request("tools/call", {"name": tool, "arguments": arguments})
-
-    def close(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            code = self.process.wait(timeout=LIMIT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        self._reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        return code
-
-
 def test_raw_stdio_stdout_is_only_json_rpc(tmp_path: Path) -> None:
     stderr_path = tmp_path / "stderr.txt"
     with fake_openwebui() as (url, _), stderr_path.open("wb") as stderr:
         # DEBUG logging makes the server as chatty as it gets: all of it must land on stderr.
-        server = RawServer(server_env(url, OPENWEBUI_LOG_LEVEL="DEBUG", RAG_SCORE_THRESHOLD="0.5"), stderr)
+        env = path_only_env(server_env(url, OPENWEBUI_LOG_LEVEL="DEBUG", RAG_SCORE_THRESHOLD="0.5"))
+        server = RawStdio([str(SCRIPT)], env, stderr, limit=LIMIT)
         try:
-            init = server.request(
-                "initialize",
-                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-            )
+            init = server.initialize("raw")
             assert init["protocolVersion"] == "2025-11-25"
             assert init["serverInfo"]["name"] == "openwebui-rag-mcp"
-            server.send({"method": "notifications/initialized"})
 
             tools = {tool["name"]: tool for tool in server.request("tools/list", {})["tools"]}
             assert set(tools) >= READ_TOOLS

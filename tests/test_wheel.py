@@ -18,23 +18,21 @@ import fcntl
 import hashlib
 import json
 import os
-import queue
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 
 from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.config import ALL_TOOLS
+from tests.rawstdio import RawStdio
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_CACHE = Path(tempfile.gettempdir()) / "openwebui-rag-mcp-wheel-venvs"
@@ -161,72 +159,15 @@ def test_installed_script_prints_the_version(venv: Path, tmp_path: Path) -> None
     assert Path(where.strip()).is_relative_to(venv), where
 
 
-class RawStdio:
-    """The installed console script with pipes: newline-delimited JSON-RPC, every stdout line kept."""
-
-    def __init__(self, script: Path, env: dict[str, str], cwd: Path, stderr: IO[bytes]) -> None:
-        self.process = subprocess.Popen(
-            [str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd
-        )
-        self.lines: list[bytes] = []
-        self._queue: queue.Queue[bytes] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self._next_id = 0
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-            self._queue.put(line)
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        self.send({"id": self._next_id, "method": method, "params": params})
-        deadline = time.monotonic() + LIMIT
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                pytest.fail(f"no answer to {method} within {LIMIT:.0f} s", pytrace=False)
-            message = json.loads(line)
-            if message.get("id") == self._next_id:
-                assert "error" not in message, message
-                result: dict[str, Any] = message["result"]
-                return result
-
-    def close(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            code = self.process.wait(timeout=LIMIT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        self._reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        return code
-
-
 def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> None:
     env = clean_env(OPENWEBUI_URL=closed_port_url(), OPENWEBUI_API_KEY="sk-wheel-test", OPENWEBUI_TIMEOUT="5")
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("wb") as stderr:
-        server = RawStdio(venv / "bin" / "openwebui-rag-mcp", env, tmp_path, stderr)
+        server = RawStdio([str(venv / "bin" / "openwebui-rag-mcp")], env, stderr, cwd=tmp_path, limit=LIMIT)
         try:
-            init = server.request(
-                "initialize",
-                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "wheel", "version": "1"}},
-            )
+            init = server.initialize("wheel")
             assert init["serverInfo"]["name"]
             assert init["protocolVersion"] == "2025-11-25"
-            server.send({"method": "notifications/initialized"})
             tools = server.request("tools/list", {})["tools"]
             assert {tool["name"] for tool in tools} == set(ALL_TOOLS)
             assert all(tool["inputSchema"]["type"] == "object" and "outputSchema" in tool for tool in tools)
