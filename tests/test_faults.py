@@ -196,17 +196,22 @@ FAULT_CASES: list[FaultCase] = [
     ),
     FaultCase("TLS failure", "https:// to the plain-HTTP stub (no TLS handshake)", UNREACHABLE, url="tls"),
     FaultCase("connect timeout", "respx: httpx.ConnectTimeout", UNREACHABLE, fault=faultstub.connect_timeout()),
+    # A broken connection may be a kept-alive one closing as it is reused: a read goes once more at once.
     FaultCase(
         "closed without an answer", "reads the request, closes the connection (respx: RemoteProtocolError)", BROKE,
-        fault=faultstub.close(),
+        fault=faultstub.close(), read_sends=2,
     ),
     FaultCase(
         "connection reset", "reads the request, resets the connection with a TCP RST (respx: ReadError)", BROKE,
-        fault=faultstub.reset(),
+        fault=faultstub.reset(), read_sends=2,
+    ),
+    FaultCase(
+        "connection reset once", "the first request's connection is reset, the next is answered", BROKE,
+        fault=faultstub.reset(), times=1, read_sends=2, reads=RETRIED_OK,
     ),
     FaultCase(
         "body cut short", "Content-Length promises 1000 bytes more than are sent, then closes", BROKE,
-        fault=faultstub.short(),
+        fault=faultstub.short(), read_sends=2,
     ),
     FaultCase(
         "read timeout", "reads the request and never answers (respx: httpx.ReadTimeout)", TIMED_OUT,

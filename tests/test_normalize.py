@@ -14,7 +14,7 @@ from tests.conftest import fixture_json
 BANANA = "## Bananas  \nBananas are long yellow fruits. They are rich in potassium."
 APPLE = "# Apples  \nApples are red or green fruits that grow on trees."
 FRUIT_FILE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
-NOISE = {"embedding_config", "_chunk_hash", "created_by", "embedding", "embeddings", "vector"}
+NOISE = {"embedding_config", "_chunk_hash", "created_by", "embedding", "embeddings", "vector", "hash", "file_hash"}
 PROMOTED = {"file_id", "title", "source", "score"}
 
 
@@ -57,7 +57,7 @@ CHUNK_CASES: list[tuple[str, object, list[dict[str, Any]], list[set[str]]]] = [
                 "distance": 0.5580239295959473,
             },
         ],
-        [{"file_hash", "content_type", "start_index", "name", "source_tag", "size", "hash", "knowledge_hint"}] * 2,
+        [{"content_type", "start_index", "name", "source_tag", "size", "knowledge_hint"}] * 2,
     ),
     (
         "query/collection 0.12.4, hybrid: score kept as given, even negative",
@@ -86,7 +86,7 @@ CHUNK_CASES: list[tuple[str, object, list[dict[str, Any]], list[set[str]]]] = [
                 "distance": -0.1875,
             },
         ],
-        [{"start_index", "name", "size", "hash"}] * 2,
+        [{"start_index", "name", "size"}] * 2,
     ),
     (
         "query/doc with ids: chunk_id from ids, duplicates kept",
@@ -145,7 +145,7 @@ CHUNK_CASES: list[tuple[str, object, list[dict[str, Any]], list[set[str]]]] = [
             },
         ],
         [
-            {"name", "content_type", "size", "data", "collection_name", "start_index", "hash"},
+            {"name", "content_type", "size", "data", "collection_name", "start_index"},
             {"name", "content_type", "size", "data", "start_index"},
         ],
     ),
@@ -284,7 +284,7 @@ def test_metadata_values_are_kept_verbatim() -> None:
     assert first.metadata["start_index"] == 0
     assert first.metadata["size"] == 152
     assert first.metadata["source_tag"] == "unit-test"
-    assert first.metadata["hash"] == "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e"
+    assert first.metadata["knowledge_hint"] == "fruit"
 
 
 def test_order_is_kept_as_given() -> None:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -29,11 +30,23 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _DETAIL_CHARS = 300
 _PAGE_CONCURRENCY = 4
 _RETRY_AFTER_MAX = 30.0
+_PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 _NOT_FOUND_TEXT = "could not find what you"
 _NO_PERMISSION_TEXT = "do not have permission"
 _DUPLICATE_TEXT = "duplicate content"
 
 Json = Any  # what json.loads returns; checked by the normalizer at the boundary
+
+
+def _needs_tls(settings: Settings) -> bool:
+    """Whether TLS can be involved at all. Loading the CA bundle costs tens of milliseconds at start, wasted on a
+    plain-HTTP Open WebUI unless a proxy from the environment (possibly an https one) stands in between."""
+    if settings.url.startswith("https://"):
+        return True
+    return any(
+        os.environ.get(name)
+        for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+    )
 
 
 def segment(value: str) -> str:
@@ -67,9 +80,11 @@ class OpenWebUIClient:
                 "User-Agent": f"openwebui-rag-mcp/{__version__}",
             },
             timeout=httpx.Timeout(settings.timeout, connect=min(10.0, settings.timeout)),
-            verify=settings.verify_tls,
+            verify=_needs_tls(settings) and settings.verify_tls,
             transport=transport,
             trust_env=True,
+            # Below the 5 s keep-alive of Open WebUI's uvicorn, so we do not reuse a connection it is closing.
+            limits=httpx.Limits(keepalive_expiry=4.0),
         )
         self._release: Release | None = None
         self._release_lock = asyncio.Lock()
@@ -150,6 +165,8 @@ class OpenWebUIClient:
                 f"{where}: the connection to Open WebUI broke "
                 f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
                 retryable=True,
+                # A kept-alive connection can die just as it is reused: a read may go again at once (writes never).
+                retry_after=0.0,
             ) from None
 
         if response.status_code >= 400:

@@ -16,7 +16,10 @@ from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import Chunk, FileItem, FileText, KnowledgeBase
 
 # Metadata Open WebUI adds for its own bookkeeping; useless or harmful in an agent's context window.
-_NOISE_KEYS = frozenset({"embedding_config", "_chunk_hash", "embedding", "embeddings", "vector", "created_by"})
+# The hashes are 64 hex characters each, twice per chunk, and mean nothing to an agent.
+_NOISE_KEYS = frozenset(
+    {"embedding_config", "_chunk_hash", "embedding", "embeddings", "vector", "created_by", "hash", "file_hash"}
+)
 # Metadata that becomes a first-class chunk field instead.
 _PROMOTED_KEYS = frozenset({"file_id", "title", "source", "score"})
 _TEXT_KEYS = ("content", "document", "text", "page_content")
