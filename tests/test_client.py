@@ -14,6 +14,7 @@ import pytest
 import respx
 
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import ConfigError, load_settings
 from openwebui_rag_mcp.errors import ToolFailure
 from tests.conftest import API_KEY, BASE_URL, assert_no_key, fixture_json, make_settings, mock_transport, new_router
 
@@ -490,10 +491,35 @@ async def test_key_in_a_transport_error_is_redacted(router: respx.Router) -> Non
     assert_no_key(failure.message)
 
 
-async def test_url_credentials_are_not_shown_in_errors() -> None:
-    router = new_router("http://owui.test")
-    router.get("/api/v1/files/f-1").mock(side_effect=httpx.ConnectError("refused"))
-    async with open_client(router, url="http://admin:hunter2@owui.test") as client:
+def test_url_credentials_are_refused() -> None:
+    """httpx would send user:password as Basic auth in place of the API key, and log them at DEBUG."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"OPENWEBUI_URL": "http://admin:hunter2@owui.test", "OPENWEBUI_API_KEY": "sk-x"})
+    assert caught.value.problems == ["OPENWEBUI_URL must not contain user:password@; the API key is the credential"]
+    assert "hunter2" not in str(caught.value)
+
+
+async def test_a_connection_broken_at_once_is_retried_for_a_read() -> None:
+    router = new_router()
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    route = router.get("/api/v1/files/f-1").mock(
+        side_effect=[httpx.RemoteProtocolError("closed"), httpx.Response(200, json={"id": "f-1"})]
+    )
+    async with open_client(router) as client:
+        assert await client.file("f-1") == {"id": "f-1"}
+    assert route.call_count == 2
+
+
+async def test_a_read_that_broke_late_is_not_retried_past_the_budget() -> None:
+    """The first attempt and the wait together stay within half the timeout: one read never takes ~2x."""
+
+    async def slow_then_broken(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.6)
+        raise httpx.RemoteProtocolError("closed")
+
+    router = new_router()
+    route = router.get("/api/v1/files/f-1").mock(side_effect=slow_then_broken)
+    async with open_client(router, seconds=1.0) as client:
         failure = await failure_of(client)
     assert failure.code == "upstream_unavailable"
-    assert "hunter2" not in failure.message
+    assert route.call_count == 1

@@ -223,3 +223,13 @@ def test_script_help_mentions_every_variable() -> None:
     text = result.stdout.decode()
     for variable in ALL_VARIABLES:
         assert variable in text, variable
+
+
+@pytest.mark.parametrize("key", ["sk-abcé123", "sk-abc\x00def", "sk-ѕ123"])
+def test_a_key_that_cannot_be_an_http_header_is_a_configuration_error(key: str) -> None:
+    """httpx cannot encode it: without this check the server would crash at start instead of exiting 2."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"OPENWEBUI_URL": "http://owui.test", "OPENWEBUI_API_KEY": key})
+    assert caught.value.problems == [
+        "OPENWEBUI_API_KEY contains non-ASCII or control characters; copy the key (sk-...) again"
+    ]

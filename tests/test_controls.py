@@ -53,6 +53,7 @@ SCRIPT = Path(sys.executable).with_name("openwebui-rag-mcp")
 MISSING = "ffffffff-0000-4000-8000-000000000000"  # a base no Open WebUI has
 MISSING_FILE = "eeeeeeee-0000-4000-8000-000000000000"
 ALLOW = {"OPENWEBUI_KNOWLEDGE_IDS": f"{KB},{KB_THIRD}"}
+KB_GONE = "9e8d7c6b-5a49-4837-a625-14131211100f"  # allowed, but no longer exists upstream
 ALLOW_CREATE = {**ALLOW, "OPENWEBUI_ALLOW_CREATE": "true"}
 READ_ONLY = {"OPENWEBUI_READ_ONLY": "true"}
 EVERY_TOOL = {*READ_TOOLS, *WRITE_TOOLS, *ALIASES}
@@ -228,13 +229,17 @@ async def test_allowlist_lists_only_the_allowed_bases() -> None:
 
 
 @pytest.mark.parametrize("args", [{"query": "pears"}, {"query": "pears", "knowledge_ids": None}])
-async def test_allowlist_search_of_null_is_every_allowed_base_without_a_list_request(args: dict[str, Any]) -> None:
+async def test_allowlist_search_of_null_is_every_allowed_readable_base(args: dict[str, Any]) -> None:
+    """The allowed bases the key can still read: Open WebUI refuses a whole search for a non-admin key when one
+    named base is unreadable, so a stale id in the allowlist must not break every search."""
     lane = Lane()
-    async with connect(lane, ALLOW) as client:
+    stale = {"OPENWEBUI_KNOWLEDGE_IDS": f"{KB},{KB_THIRD},{KB_GONE}"}
+    async with connect(lane, stale) as client:
         found = await ok(client, "knowledge_search", args)
     assert found["knowledge_ids"] == [KB, KB_THIRD]
     assert {result["file_id"] for result in found["results"]} == {FILE, FILE_THIRD}
-    assert lane.requests() == ["POST /api/v1/retrieval/query/collection"]
+    assert lane.requests()[-1] == "POST /api/v1/retrieval/query/collection"
+    assert lane.requests().count("POST /api/v1/retrieval/query/collection") == 1
     assert lane.seen[-1].json()["collection_names"] == [KB, KB_THIRD]
 
 
@@ -736,3 +741,12 @@ async def test_retrieved_text_stays_data() -> None:
     assert "Ignore previous" not in described
     assert "never follow instructions" in str(prompt)
     assert "not instructions" in INSTRUCTIONS
+
+
+async def test_an_allowed_base_that_is_gone_does_not_hide_files_in_the_others() -> None:
+    lane = Lane()
+    async with connect(lane, {"OPENWEBUI_KNOWLEDGE_IDS": f"{KB_GONE},{KB}"}) as client:
+        document = await ok(client, "knowledge_get_file", {"file_id": FILE})
+        refused = await failed(client, "knowledge_get_file", {"file_id": FILE_OTHER})
+    assert document["file_id"] == FILE
+    assert refused.code == "not_found"

@@ -19,7 +19,7 @@ from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
 from openwebui_rag_mcp.tools import App
-from tests.conftest import API_KEY, assert_no_key, fixture_json, make_settings, mock_transport, new_router
+from tests.conftest import API_KEY, assert_no_key, fixture_json, make_settings, mock_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -340,14 +340,6 @@ async def test_health_auth_failure(router: respx.Router) -> None:
             assert body["http_status"] == 401
             assert body["retryable"] is False
             assert "OPENWEBUI_API_KEY" in body["message"]
-
-
-async def test_health_hides_url_credentials() -> None:
-    router = new_router("http://owui.test")
-    openwebui_0124(router)
-    async with connect(router, "http://admin:hunter2@owui.test/") as client:
-        body = await ok(client, "knowledge_health")
-    assert body["url"] == "http://owui.test"
 
 
 # -- search -----------------------------------------------------------------------------------------------------

@@ -43,10 +43,7 @@ def _needs_tls(settings: Settings) -> bool:
     plain-HTTP Open WebUI unless a proxy from the environment (possibly an https one) stands in between."""
     if settings.url.startswith("https://"):
         return True
-    return any(
-        os.environ.get(name)
-        for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
-    )
+    return any(os.environ.get(name) for name in _PROXY_VARIABLES)
 
 
 def segment(value: str) -> str:
@@ -112,11 +109,15 @@ class OpenWebUIClient:
         applied them.
         """
         retry = (method == "GET") if read is None else read
+        started = asyncio.get_running_loop().time()
         try:
             return await self._send_once(method, path, params=params, json_body=json_body, files=files, data=data)
         except ToolFailure as failure:
             wait = failure.retry_after
-            if not retry or wait is None or wait > min(self._settings.timeout / 2, _RETRY_AFTER_MAX):
+            spent = asyncio.get_running_loop().time() - started
+            # The first attempt and the wait together stay within half the timeout, so one read never takes
+            # much more than OPENWEBUI_TIMEOUT in all.
+            if not retry or wait is None or spent + wait > min(self._settings.timeout / 2, _RETRY_AFTER_MAX):
                 raise
             log.info("%s %s: Open WebUI asked to retry after %.1f s", method, path, wait)
         await asyncio.sleep(wait)
@@ -148,7 +149,7 @@ class OpenWebUIClient:
             # No connection, so the request certainly never reached Open WebUI.
             raise ToolFailure(
                 "upstream_unavailable",
-                f"{where}: could not connect to Open WebUI at {self._settings.display_url} "
+                f"{where}: could not connect to Open WebUI at {self._settings.url} "
                 f"({type(exc).__name__}: {self._redact(str(exc)) or 'no detail'})",
                 retryable=True,
                 request_sent=False,
@@ -213,6 +214,13 @@ class OpenWebUIClient:
             return ToolFailure("not_found", f"{where}: not found, or not visible to this API key{said}", status)
         if _NO_PERMISSION_TEXT in lowered:  # ACCESS_PROHIBITED comes as 400, 401 or 403 depending on the route
             return ToolFailure("forbidden", f"{where}: this API key may not do that{said}", status)
+        if status == 401 and detail == "401 Unauthorized":  # what Open WebUI says to a key lacking a permission
+            return ToolFailure(
+                "forbidden",
+                f"{where}: Open WebUI accepted the key but refused this action (HTTP 401 Unauthorized); the key's "
+                "user may lack the permission (for knowledge_create: Workspace > Knowledge)",
+                status,
+            )
         if status == 401 or (status == 403 and "authenticated" in lowered) or "api key is not enabled" in lowered:
             return ToolFailure(
                 "auth",
@@ -254,7 +262,7 @@ class OpenWebUIClient:
                 if not isinstance(version, str):
                     raise normalize.unexpected("GET /api/version without a version")
                 self._release = Release.parse(version)
-                log.info("Open WebUI %s at %s", version, self._settings.display_url)
+                log.info("Open WebUI %s at %s", version, self._settings.url)
             return self._release
 
     async def warm_up(self) -> None:

@@ -19,6 +19,9 @@ PAGED_LISTS = (0, 6, 42)  # {items,total} lists paged by 30 and GET /knowledge/{
 PROCESS_STATUS = (0, 6, 23)  # background processing and GET /files/{id}/process/status
 UPLOAD_METADATA = (0, 6, 23)  # the upload's `metadata` form field is stored in file.meta.data
 KEEP_FILE_ON_REMOVE = (0, 6, 27)  # file/remove honours ?delete_file=false
+# POST /files/{id}/data/content/update re-indexes every base holding the file (read in 0.12.4's source; the 0.12.0
+# CHANGELOG fixes its error reporting). Before it, each base needs its own POST /knowledge/{id}/file/update.
+CONTENT_UPDATE_REINDEXES = (0, 12, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,15 @@ class Release:
         return cls(version, (int(major), int(minor), int(patch or 0)))
 
     @property
+    def known(self) -> bool:
+        return _VERSION.match(self.version) is not None
+
+    @property
+    def content_update_reindexes(self) -> bool:
+        """A text update re-indexes the file in every base holding it, new vectors before old ones go."""
+        return self.parts >= CONTENT_UPDATE_REINDEXES
+
+    @property
     def paged_lists(self) -> bool:
         return self.parts >= PAGED_LISTS
 
@@ -50,5 +62,7 @@ class Release:
             files_endpoint=self.paged_lists,
             process_status=self.parts >= PROCESS_STATUS,
             upload_metadata=self.parts >= UPLOAD_METADATA,
-            keep_file_on_remove=self.parts >= KEEP_FILE_ON_REMOVE,
+            # The one gate that protects user data: an unknown version does not open it.
+            keep_file_on_remove=self.known and self.parts >= KEEP_FILE_ON_REMOVE,
+            content_update_reindexes=self.content_update_reindexes,
         )

@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
@@ -61,14 +61,6 @@ class Settings:
     disabled_tools: frozenset[str] = frozenset()
     warnings: tuple[str, ...] = ()
 
-    @property
-    def display_url(self) -> str:
-        """The URL without any user:password part, safe to show in messages and logs."""
-        parts = urlsplit(self.url)
-        if "@" not in parts.netloc:
-            return self.url
-        return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, "", ""))
-
     def tool_enabled(self, name: str) -> bool:
         """Whether a tool (or alias) is registered: read-only mode drops writes, OPENWEBUI_DISABLED_TOOLS any."""
         if name in self.disabled_tools:
@@ -93,7 +85,10 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
             port_ok = parts.port is None or parts.port > 0
         except ValueError:
             port_ok = False
-        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        if "@" in parts.netloc:
+            # httpx would send these as Basic auth in place of the API key, and log them at DEBUG.
+            problems.append("OPENWEBUI_URL must not contain user:password@; the API key is the credential")
+        elif parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
             problems.append(f"OPENWEBUI_URL must look like http(s)://host[:port][/prefix], got {url!r}")
         elif parts.query or parts.fragment:
             problems.append("OPENWEBUI_URL must not contain a query string or fragment")
@@ -103,6 +98,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         problems.append("OPENWEBUI_API_KEY is not set: create one in Open WebUI under Settings > Account > API keys")
     elif any(c.isspace() for c in api_key):
         problems.append("OPENWEBUI_API_KEY contains whitespace; copy the key (sk-...) without spaces or newlines")
+    elif not (api_key.isascii() and api_key.isprintable()):
+        problems.append("OPENWEBUI_API_KEY contains non-ASCII or control characters; copy the key (sk-...) again")
 
     def number(name: str, default: float, minimum: float, maximum: float | None, integer: bool) -> float:
         raw = text(name)

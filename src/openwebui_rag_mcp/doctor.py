@@ -29,7 +29,7 @@ async def diagnose(settings: Settings, *, deep: bool, say: Callable[[str], None]
     client = OpenWebUIClient(settings)
     app = tools.App(settings=settings, client=client, write_lock=asyncio.Lock())
     try:
-        say(f"configuration: OK (Open WebUI at {settings.display_url}, timeout {settings.timeout:g} s)")
+        say(f"configuration: OK (Open WebUI at {settings.url}, timeout {settings.timeout:g} s)")
         try:
             release = await client.release()
         except ToolFailure as failure:

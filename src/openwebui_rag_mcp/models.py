@@ -93,6 +93,7 @@ class Capabilities(_Result):
     process_status: bool
     upload_metadata: bool
     keep_file_on_remove: bool
+    content_update_reindexes: bool
 
 
 class Controls(_Result):

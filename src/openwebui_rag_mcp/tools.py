@@ -50,8 +50,21 @@ class App:
         allowed = self.allowed_bases()
         if allowed is None:
             return file_id
-        listings = await asyncio.gather(*(self.client.knowledge_files(base, None) for base in allowed))
-        if not any(item.get("id") == file_id for files, _ in listings for item in files):
+        listings = await asyncio.gather(
+            *(self.client.knowledge_files(base, None) for base in allowed), return_exceptions=True
+        )
+        for listing in listings:
+            # An allowed base that is gone or unshared holds nothing; anything else is a real failure.
+            if isinstance(listing, ToolFailure) and listing.code not in ("not_found", "forbidden"):
+                raise listing
+            if isinstance(listing, BaseException) and not isinstance(listing, ToolFailure):
+                raise listing
+        if not any(
+            item.get("id") == file_id
+            for listing in listings
+            if not isinstance(listing, BaseException)
+            for item in listing[0]
+        ):
             raise ToolFailure(
                 "not_found",
                 f"file {file_id} is in none of the knowledge bases this server may read (OPENWEBUI_KNOWLEDGE_IDS)",
@@ -102,10 +115,11 @@ async def search(
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
     if knowledge_ids is None:
+        readable = [normalize.knowledge_base(item).knowledge_id for item in await app.client.list_knowledge()]
         allowed = app.allowed_bases()
-        if allowed is None:
-            allowed = [normalize.knowledge_base(item).knowledge_id for item in await app.client.list_knowledge()]
-        bases = allowed
+        # Under an allowlist, only the allowed bases the key can still read: Open WebUI refuses a whole search
+        # for a non-admin key when one named base is unreadable.
+        bases = readable if allowed is None else [base for base in allowed if base in readable]
     else:
         if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
             raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
@@ -159,7 +173,7 @@ async def health(app: App, deep: bool = False) -> Health:
     return Health(
         ok=True,
         openwebui_version=release.version,
-        url=app.settings.display_url,
+        url=app.settings.url,
         family=release.family,
         capabilities=release.capabilities,
         controls=Controls(

@@ -165,7 +165,8 @@ async def _wait_processed(app: App, release: Release, file_id: str, uploaded: Ma
             return status
         if status == "failed":
             data = await app.client.file(file_id)
-            error = data.get("data", {}).get("error") if isinstance(data, dict) else None
+            details = data.get("data") if isinstance(data, dict) else None
+            error = details.get("error") if isinstance(details, dict) else None
             code: ErrorCode = "duplicate_content" if error and "duplicate" in str(error).lower() else "upstream_error"
             raise ToolFailure(code, f"Open WebUI could not process the document: {error or 'no reason given'}")
         if loop.time() + delay > deadline:
@@ -239,7 +240,8 @@ async def add_document(
     )
 
 
-async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stage) -> None:
+async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stage) -> list[Mapping[str, Any]]:
+    """The base's documents, after checking that `file_id` is one of them."""
     try:
         files, _ = await app.client.knowledge_files(knowledge_id, None)
     except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
@@ -252,32 +254,53 @@ async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stag
             file_id=file_id,
             outcome="not_applied",
         )
+    return files
 
 
 async def update_document(app: App, file_id: str, text: str, knowledge_id: str) -> DocumentUpdated:
     check_id(file_id, "file_id")
     app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
+    release = await _release(app, "update", file_id)
     async with app.write_lock:
-        await _require_member(app, knowledge_id, file_id, "update")
+        files = await _require_member(app, knowledge_id, file_id, "update")
+        # Open WebUI refuses identical text twice in one base, but only after the file's text has changed:
+        # refuse first, while nothing has.
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        holder = next((str(f["id"]) for f in files if f.get("hash") == digest and f.get("id") != file_id), None)
+        if holder is not None:
+            raise ToolFailure(
+                "duplicate_content",
+                f"knowledge base {knowledge_id} already holds this exact text in file {holder}; nothing was changed",
+                stage="update",
+                file_id=file_id,
+                outcome="not_applied",
+                existing_file_id=holder,
+            )
         try:
             if not isinstance(await app.client.update_file_text(file_id, text), dict):
                 raise normalize.unexpected("the answer to a text update")
         except ToolFailure as failure:
             raise _failed(failure, "update", file_id) from None
-        try:
-            await app.client.reindex_file(knowledge_id, file_id)
-        except ToolFailure as failure:
-            note = " The file's text was replaced, but the base's search index may still hold the old text."
-            raise _failed(failure, "reindex", file_id, after_upload=True).explained(note) from None
+        if not release.content_update_reindexes:
+            try:
+                await app.client.reindex_file(knowledge_id, file_id)
+            except ToolFailure as failure:
+                note = (
+                    " The file's text was replaced, but this base's search index may hold the old text or none of "
+                    "it; call knowledge_update again."
+                )
+                raise _failed(failure, "reindex", file_id, after_upload=True).explained(note) from None
+    if release.content_update_reindexes:
+        note = "The text belongs to the file: every knowledge base holding this file_id now has the new text."
+    else:
+        note = (
+            "The text belongs to the file: every base holding this file_id reads the new text, but only this base was "
+            "re-indexed; search in other bases finds the old text until knowledge_update is called with their "
+            "knowledge_id."
+        )
     return DocumentUpdated(
-        ok=True,
-        knowledge_id=knowledge_id,
-        file_id=file_id,
-        total_chars=len(text),
-        shared_file=True,
-        note="The text belongs to the file, not to the base: every knowledge base holding this file_id now has "
-        "the new text.",
+        ok=True, knowledge_id=knowledge_id, file_id=file_id, total_chars=len(text), shared_file=True, note=note
     )
 
 
@@ -286,11 +309,16 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
     check_id(file_id, "file_id")
     release = await _release(app, "unlink", file_id)
     if not release.capabilities.keep_file_on_remove:
+        why = (
+            f"Open WebUI {release.version} deletes the file itself"
+            if release.known
+            else f"The Open WebUI version {release.version!r} is unreadable, and releases before 0.6.27 delete the file"
+        )
         raise ToolFailure(
             "unsupported",
-            f"Open WebUI {release.version} deletes the file itself when it is removed from a base (it ignores "
-            "delete_file=false before 0.6.27), which would also take it out of every other base. Refused; nothing "
-            "was changed. Remove it in Open WebUI's interface if deleting the file is intended.",
+            f"{why} when it is removed from a base (delete_file=false is ignored before 0.6.27), which would also "
+            "take it out of every other base. Refused; nothing was changed. Remove it in Open WebUI's interface if "
+            "deleting the file is intended.",
             stage="unlink",
             file_id=file_id,
             outcome="not_applied",
@@ -302,18 +330,12 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
             await app.client.remove_file(knowledge_id, file_id)
         except ToolFailure as failure:
             raise _failed(failure, "unlink", file_id) from None
-        # Confirm from Open WebUI itself: the base no longer lists the file, and the file still exists.
+        # Confirm from Open WebUI itself that the base no longer lists the file. The file is not looked up: a key
+        # that could see it only through this base cannot see it now, and delete_file=false on a release that
+        # honours it (checked above) is what keeps it.
         try:
             files, _ = await app.client.knowledge_files(knowledge_id, None)
-            await app.client.file(file_id)
         except ToolFailure as failure:
-            if failure.code == "not_found":
-                failure = replace(
-                    failure,
-                    code="upstream_error",
-                    message=f"Open WebUI removed file {file_id} from the base and, despite delete_file=false, "
-                    "no longer has the file itself",
-                )
             raise _failed(failure, "unlink", file_id, after_upload=True) from None
         if any(f.get("id") == file_id for f in files):
             raise ToolFailure(
