@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import httpx
+
 from openwebui_rag_mcp import normalize, tools
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
@@ -25,8 +27,14 @@ def _exit_code(failure: ToolFailure) -> int:
     return UNUSABLE
 
 
-async def diagnose(settings: Settings, *, deep: bool, say: Callable[[str], None] = print) -> int:
-    client = OpenWebUIClient(settings)
+async def diagnose(
+    settings: Settings,
+    *,
+    deep: bool,
+    say: Callable[[str], None] = print,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> int:
+    client = OpenWebUIClient(settings, transport=transport)
     app = tools.App(settings=settings, client=client, write_lock=asyncio.Lock())
     try:
         say(f"configuration: OK (Open WebUI at {settings.url}, timeout {settings.timeout:g} s)")
@@ -54,10 +62,13 @@ async def diagnose(settings: Settings, *, deep: bool, say: Callable[[str], None]
         if allowed is not None:
             readable = {base.knowledge_id for base in bases}
             missing = [i for i in allowed if i not in readable]
-            say(
-                f"OPENWEBUI_KNOWLEDGE_IDS: {len(allowed) - len(missing)} of {len(allowed)} allowed base(s) readable"
-                + (f"; not readable with this key: {', '.join(missing)}" if missing else "")
-            )
+            if missing:
+                say(
+                    f"OPENWEBUI_KNOWLEDGE_IDS: FAILED - {len(missing)} of {len(allowed)} allowed base(s) are not "
+                    f"readable with this key (gone, or not shared with its user): {', '.join(missing)}"
+                )
+                return UNUSABLE
+            say(f"OPENWEBUI_KNOWLEDGE_IDS: OK, all {len(allowed)} allowed base(s) readable")
             bases = [base for base in bases if base.knowledge_id in allowed]
 
         if bases:

@@ -1,0 +1,85 @@
+"""`openwebui-rag-mcp doctor`: plain words and an exit code per kind of failure, with read-only requests only."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+
+from openwebui_rag_mcp.doctor import AUTH, OK, RETRIEVAL, UNREACHABLE, UNUSABLE, diagnose
+from tests.conftest import assert_no_key, make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+
+KB = "c0ffee00-1111-4222-8333-444455556666"
+
+
+def openwebui(router: respx.Router, *, found: bool = True) -> None:
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    router.get("/api/v1/knowledge/").respond(
+        json={"items": [{"id": KB, "name": "Docs", "file_count": 1, "write_access": True}], "total": 1}
+    )
+    router.get(f"/api/v1/knowledge/{KB}/files").respond(json={"items": [{"id": "f1", "filename": "a.md"}], "total": 1})
+    documents = [["a fragment"]] if found else [[]]
+    router.post("/api/v1/retrieval/query/collection").respond(
+        json={"distances": [[0.9]] if found else [[]], "documents": documents, "metadatas": [[{}]] if found else [[]]}
+    )
+
+
+async def run(router: respx.Router, *, deep: bool = False, **env: str) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    code = await diagnose(make_settings(**env), deep=deep, say=lines.append, transport=mock_transport(router))
+    assert_no_key("\n".join(lines))
+    return code, lines
+
+
+async def test_all_good_with_the_retrieval_probe() -> None:
+    router = new_router()
+    openwebui(router)
+    code, lines = await run(router, deep=True)
+    assert code == OK
+    assert "reach Open WebUI: OK, release 0.12.4, API family paged (items/total, files endpoint)" in lines
+    assert "retrieval (embedding backend): OK, a probe search returned fragments" in lines
+    assert lines[-1] == "all checks passed"
+    assert all(call.request.method == "GET" for call in router.calls if "query" not in call.request.url.path)
+
+
+async def test_an_empty_probe_in_a_base_with_documents_fails() -> None:
+    router = new_router()
+    openwebui(router, found=False)
+    code, lines = await run(router, deep=True)
+    assert code == RETRIEVAL
+    assert any(line.startswith("retrieval (embedding backend): FAILED") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (httpx.ConnectError("refused"), UNREACHABLE),
+        (httpx.Response(200, text="<html>Open WebUI</html>", headers={"content-type": "text/html"}), UNUSABLE),
+    ],
+)
+async def test_version_failures(failure: httpx.Response | Exception, expected: int) -> None:
+    router = new_router()
+    router.get("/api/version").mock(side_effect=[failure])
+    code, lines = await run(router)
+    assert code == expected
+    assert lines[-1].startswith("reach Open WebUI: FAILED")
+
+
+async def test_a_refused_key_exits_with_the_auth_code() -> None:
+    router = new_router()
+    openwebui(router)
+    router.get("/api/v1/knowledge/").respond(401, json={"detail": "Your session has expired or the token is invalid."})
+    code, lines = await run(router)
+    assert code == AUTH
+    assert lines[-1].startswith("API key on the Knowledge API: FAILED")
+
+
+async def test_an_unreadable_allowed_base_fails_the_check() -> None:
+    router = new_router()
+    openwebui(router)
+    gone = "9e8d7c6b-5a49-4837-a625-14131211100f"
+    code, lines = await run(router, OPENWEBUI_KNOWLEDGE_IDS=f"{KB},{gone}")
+    assert code == UNUSABLE
+    assert gone in lines[-1]
