@@ -81,7 +81,7 @@ async def diagnose(
 
         if deep:
             try:
-                found = await tools.retrieval_probe(app)
+                found = await tools.retrieval_probe(app, bases)
             except ToolFailure as failure:
                 say(f"retrieval (embedding backend): FAILED - {failure.message}")
                 return RETRIEVAL

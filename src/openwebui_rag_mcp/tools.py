@@ -9,7 +9,15 @@ from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
-from openwebui_rag_mcp.models import Controls, FileText, Health, KnowledgeFiles, KnowledgeList, SearchResult
+from openwebui_rag_mcp.models import (
+    Controls,
+    FileText,
+    Health,
+    KnowledgeBase,
+    KnowledgeFiles,
+    KnowledgeList,
+    SearchResult,
+)
 
 QUERY_MAX_CHARS = 4_000
 KNOWLEDGE_IDS_MAX = 100
@@ -144,7 +152,7 @@ async def get_file(app: App, file_id: str, offset: int, max_chars: int | None) -
 PROBE_QUERY = "openwebui-rag-mcp health probe"
 
 
-async def retrieval_probe(app: App) -> bool | None:
+async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> bool | None:
     """One small search through Open WebUI's embedding backend: whether it found anything in a base that has
     documents; None when no base has documents to search.
 
@@ -154,8 +162,7 @@ async def retrieval_probe(app: App) -> bool | None:
     failures, a vector-dimension mismatch for one, into empty results).
     """
     allowed = app.allowed_bases()
-    bases = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
-    bases = [base for base in bases if (allowed is None or base.knowledge_id in allowed) and base.file_count != 0]
+    bases = [base for base in readable if (allowed is None or base.knowledge_id in allowed) and base.file_count != 0]
     if not bases:
         return None
     base = bases[0]
@@ -168,8 +175,12 @@ async def retrieval_probe(app: App) -> bool | None:
 
 async def health(app: App, deep: bool = False) -> Health:
     release = await app.client.release()
-    visible = await app.client.count_knowledge()
-    probe = await retrieval_probe(app) if deep else None
+    if deep:  # the probe needs every base anyway, and the count comes with them
+        bases = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
+        visible: int = len(bases)
+        probe = await retrieval_probe(app, bases)
+    else:
+        visible, probe = await app.client.count_knowledge(), None
     return Health(
         ok=True,
         openwebui_version=release.version,
