@@ -26,12 +26,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, READ_TOOLS, WRITE_TOOLS
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import INSTRUCTIONS, create_server
-from openwebui_rag_mcp.tools import App
 from tests.conftest import API_KEY, assert_no_key, make_settings
 from tests.faultstub import (
     BASE_URL,

@@ -33,10 +33,10 @@ from mcp.client.session import ClientSession
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import MAX_RESPONSE_BYTES
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
-from openwebui_rag_mcp.tools import App
 from tests import faultstub
 from tests.conftest import assert_no_key, make_settings
 from tests.faultstub import (

@@ -16,9 +16,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, Tool
 
 from openwebui_rag_mcp import __version__
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
-from openwebui_rag_mcp.tools import App
 from tests.conftest import API_KEY, assert_no_key, fixture_json, make_settings, mock_transport
 
 pytestmark = pytest.mark.anyio

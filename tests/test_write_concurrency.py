@@ -22,10 +22,10 @@ from mcp import Client
 
 from openwebui_rag_mcp import server as server_module
 from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.server import create_server
-from openwebui_rag_mcp.tools import App
 from tests.conftest import make_settings, mock_transport, new_router
 
 pytestmark = pytest.mark.anyio

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import httpx
 
 from openwebui_rag_mcp import normalize, tools
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
@@ -35,7 +36,7 @@ async def diagnose(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> int:
     client = OpenWebUIClient(settings, transport=transport)
-    app = tools.App(settings=settings, client=client, write_lock=asyncio.Lock())
+    app = App(settings=settings, client=client, write_lock=asyncio.Lock())
     try:
         say(f"configuration: OK (Open WebUI at {settings.url}, timeout {settings.timeout:g} s)")
         try:

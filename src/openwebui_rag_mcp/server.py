@@ -18,6 +18,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from openwebui_rag_mcp import __version__, normalize, tools, writes
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
@@ -33,7 +34,6 @@ from openwebui_rag_mcp.models import (
     KnowledgeList,
     SearchResult,
 )
-from openwebui_rag_mcp.tools import App
 
 log = logging.getLogger(__name__)
 

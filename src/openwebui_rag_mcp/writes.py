@@ -16,10 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.app import App, check_id
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, KnowledgeCreated
-from openwebui_rag_mcp.tools import App, check_id
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 
