@@ -11,10 +11,10 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -27,6 +27,9 @@ from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 log = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Far above any real knowledge list (a base with 50,000 documents is 1,667 pages of 30), far below what would exhaust
+# the server when a misbehaving upstream claims millions.
+MAX_LIST_ITEMS = 50_000
 _DETAIL_CHARS = 300
 _PAGE_CONCURRENCY = 4
 _RETRY_AFTER_MAX = 30.0
@@ -36,6 +39,7 @@ _NO_PERMISSION_TEXT = "do not have permission"
 _DUPLICATE_TEXT = "duplicate content"
 
 Json = Any  # what json.loads returns; checked by the normalizer at the boundary
+T = TypeVar("T")
 
 
 def _needs_tls(settings: Settings) -> bool:
@@ -66,9 +70,11 @@ class OpenWebUIClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_list_items: int = MAX_LIST_ITEMS,
     ) -> None:
         self._settings = settings
         self._max_response_bytes = max_response_bytes
+        self._max_list_items = max_list_items
         self._http = httpx.AsyncClient(
             base_url=settings.url + "/",
             headers={
@@ -109,19 +115,24 @@ class OpenWebUIClient:
         applied them.
         """
         retry = (method == "GET") if read is None else read
-        started = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.timeout
         try:
-            return await self._send_once(method, path, params=params, json_body=json_body, files=files, data=data)
+            return await self._send_once(
+                method, path, params=params, json_body=json_body, files=files, data=data, read=retry, deadline=deadline
+            )
         except ToolFailure as failure:
             wait = failure.retry_after
-            spent = asyncio.get_running_loop().time() - started
-            # The first attempt and the wait together stay within half the timeout, so one read never takes
-            # much more than OPENWEBUI_TIMEOUT in all.
-            if not retry or wait is None or spent + wait > min(self._settings.timeout / 2, _RETRY_AFTER_MAX):
+            left = deadline - loop.time()
+            # The wait and a second attempt must fit in what is left of OPENWEBUI_TIMEOUT (one read never takes
+            # longer than that in all): the wait may use at most half of it.
+            if not retry or wait is None or wait > min(_RETRY_AFTER_MAX, left / 2):
                 raise
-            log.info("%s %s: Open WebUI asked to retry after %.1f s", method, path, wait)
+            log.info("%s %s: retrying after %.1f s", method, path, wait)
         await asyncio.sleep(wait)
-        return await self._send_once(method, path, params=params, json_body=json_body, files=files, data=data)
+        return await self._send_once(
+            method, path, params=params, json_body=json_body, files=files, data=data, read=retry, deadline=deadline
+        )
 
     async def _send_once(
         self,
@@ -132,12 +143,14 @@ class OpenWebUIClient:
         json_body: Json,
         files: Mapping[str, tuple[str, bytes, str]] | None,
         data: Mapping[str, str] | None,
+        read: bool,
+        deadline: float,
     ) -> Json:
         where = f"{method} /{path}"
         request = self._http.build_request(method, path, params=params, json=json_body, files=files, data=data)
         try:
             # The whole exchange, body included, must fit in the timeout: a slow-drip body cannot hang a tool.
-            async with asyncio.timeout(self._settings.timeout):
+            async with asyncio.timeout_at(deadline):
                 response = await self._http.send(request, stream=True)
                 try:
                     body = await self._read_capped(response, where)
@@ -171,7 +184,15 @@ class OpenWebUIClient:
             ) from None
 
         if response.status_code >= 400:
-            raise self._http_failure(where, response, body)
+            raise self._http_failure(where, response, body, read=read)
+        if response.is_redirect:
+            location = self._redact(response.headers.get("location", "")) or "nowhere"
+            raise ToolFailure(
+                "unexpected_response",
+                f"{where}: Open WebUI redirected (HTTP {response.status_code}) to {location[:_DETAIL_CHARS]}; set "
+                "OPENWEBUI_URL to the address it redirects to (for example https:// instead of http://)",
+                response.status_code,
+            )
         content_type = response.headers.get("content-type", "")
         if "json" not in content_type:
             raise normalize.unexpected(f"{where} gave {content_type or 'no content type'}, not JSON")
@@ -203,7 +224,11 @@ class OpenWebUIClient:
         key = self._settings.api_key.get_secret_value()
         return text.replace(key, "[redacted]") if key else text
 
-    def _http_failure(self, where: str, response: httpx.Response, body: bytes) -> ToolFailure:
+    def quote(self, text: str) -> str:
+        """Upstream text fit to quote in a message: the key redacted, whitespace folded, length capped."""
+        return _detail(self._redact(text))
+
+    def _http_failure(self, where: str, response: httpx.Response, body: bytes, *, read: bool) -> ToolFailure:
         status = response.status_code
         detail = _detail(self._redact(body.decode("utf-8", "replace")))
         lowered = detail.lower()
@@ -214,18 +239,20 @@ class OpenWebUIClient:
             return ToolFailure("not_found", f"{where}: not found, or not visible to this API key{said}", status)
         if _NO_PERMISSION_TEXT in lowered:  # ACCESS_PROHIBITED comes as 400, 401 or 403 depending on the route
             return ToolFailure("forbidden", f"{where}: this API key may not do that{said}", status)
-        if status == 401 and detail == "401 Unauthorized":  # what Open WebUI says to a key lacking a permission
+        if status == 401 and detail == "401 Unauthorized" and not read:
+            # Open WebUI says this both to a malformed or expired token and to a valid key whose user lacks a
+            # permission (creating bases needs Workspace > Knowledge); on a write both are possible.
             return ToolFailure(
                 "forbidden",
-                f"{where}: Open WebUI accepted the key but refused this action (HTTP 401 Unauthorized); the key's "
-                "user may lack the permission (for knowledge_create: Workspace > Knowledge)",
+                f"{where}: Open WebUI refused this action (HTTP 401 Unauthorized): either the key's user lacks the "
+                "permission (for knowledge_create: Workspace > Knowledge) or the token is expired or malformed",
                 status,
             )
         if status == 401 or (status == 403 and "authenticated" in lowered) or "api key is not enabled" in lowered:
             return ToolFailure(
                 "auth",
-                f"{where}: Open WebUI rejected the API key (HTTP {status}){said}. Check OPENWEBUI_API_KEY and that "
-                "API keys are enabled in Open WebUI (Admin Settings > General)",
+                f"{where}: Open WebUI rejected the API key (HTTP {status}){said}: it is wrong, expired or revoked. "
+                "Check OPENWEBUI_API_KEY and that API keys are enabled in Open WebUI (Admin Settings > General)",
                 status,
             )
         if status == 403:
@@ -251,17 +278,35 @@ class OpenWebUIClient:
 
     # -- release awareness ------------------------------------------------------------------------------------
 
-    async def release(self) -> Release:
-        """The Open WebUI release, read once per process (a failed read is retried on the next call)."""
-        if self._release is not None:
+    async def release(self, *, stale: Release | None = None) -> Release:
+        """The Open WebUI release, read once per process and again when a caller finds it `stale`.
+
+        A failed read is retried on the next call. Passing the release an answer did not fit makes this read the
+        version again (once, however many callers ask at the same time): Open WebUI may have been upgraded under a
+        running server.
+        """
+        if self._release is not None and self._release is not stale:
             return self._release
         async with self._release_lock:
-            if self._release is None:
-                body = await self._send("GET", "api/version")
+            if self._release is None or self._release is stale:
+                try:
+                    body = await self._send("GET", "api/version")
+                except ToolFailure as failure:
+                    if failure.code == "not_found":
+                        raise ToolFailure(
+                            "unexpected_response",
+                            f"GET /api/version: no Open WebUI API at {self._settings.url} (HTTP 404); check "
+                            "OPENWEBUI_URL and its path prefix: it must be the address of Open WebUI's start page",
+                            failure.http_status,
+                        ) from None
+                    raise
                 version = body.get("version") if isinstance(body, dict) else None
                 if not isinstance(version, str):
                     raise normalize.unexpected("GET /api/version without a version")
+                previous = self._release
                 self._release = Release.parse(version)
+                if previous is not None and previous.version != version:
+                    log.warning("Open WebUI changed from %s to %s under this server", previous.version, version)
                 log.info("Open WebUI %s at %s", version, self._settings.url)
             return self._release
 
@@ -271,38 +316,114 @@ class OpenWebUIClient:
             await self.release()
         except ToolFailure as failure:
             log.warning("Open WebUI is not reachable yet (%s); will retry on the next call", failure.message)
+        except Exception:  # never an unretrieved task exception; the first tool call will meet the problem again
+            log.exception("reading Open WebUI's version failed; will retry on the next call")
 
     # -- reads ------------------------------------------------------------------------------------------------
 
-    async def _all_pages(self, path: str, what: str) -> tuple[list[Mapping[str, Any]], int | None]:
-        """Every item of a paged list: page 1 first (it tells the page size), then the rest concurrently."""
-        first, total = normalize.page(await self._send("GET", path, params={"page": 1}), what)
-        if total is None or not first or total <= len(first):
-            return first, total if total is not None else len(first)
-        pages = math.ceil(total / len(first))
-        gate = asyncio.Semaphore(_PAGE_CONCURRENCY)
+    async def _all_pages(
+        self, path: str, what: str, first_answer: Json = None
+    ) -> tuple[list[Mapping[str, Any]], int | None]:
+        """Every item of a paged list, or a failure: never a silently short list.
 
-        async def fetch(number: int) -> list[Mapping[str, Any]]:
-            async with gate:
+        Page 1 tells the page size and the total. The other pages are read by a few workers at a time, never all at
+        once, and never more than `MAX_LIST_ITEMS` allow, whatever `total` claims; an empty page ends the list. A
+        list that comes out shorter than its total (items deleted while we read) is read once more, then refused.
+        """
+        for attempt in (1, 2):
+            body = first_answer if attempt == 1 and first_answer is not None else None
+            if body is None:
+                body = await self._send("GET", path, params={"page": 1})
+            first, total = normalize.page(body, what)
+            if total is None or total <= len(first):
+                return first, total if total is not None else len(first)
+            if not first:
+                raise normalize.unexpected(f"{what}: an empty first page of {total} items")
+            if total > self._max_list_items:
+                raise ToolFailure(
+                    "unexpected_response",
+                    f"GET /{path}: Open WebUI reports {total:,} items, more than this server reads in one list "
+                    f"({self._max_list_items:,}); refused rather than answer with part of it",
+                )
+            items = await self._rest_of_pages(path, what, first, math.ceil(total / len(first)))
+            if len(items) >= total:
+                return items, total
+            log.info(
+                "GET /%s: %d of %d items; the list changed while it was read, reading it again", path, len(items), total
+            )
+        raise ToolFailure(
+            "unexpected_response",
+            f"GET /{path}: Open WebUI listed {len(items)} of the {total} items it reports, twice; refused rather than "
+            "answer with part of the list",
+        )
+
+    async def _rest_of_pages(
+        self, path: str, what: str, first: list[Mapping[str, Any]], pages: int
+    ) -> list[Mapping[str, Any]]:
+        """Pages 2..`pages` read by `_PAGE_CONCURRENCY` workers in page order, merged without duplicates."""
+        found: dict[int, list[Mapping[str, Any]]] = {1: first}
+        next_page = 2
+        last_page = pages
+
+        async def worker() -> None:
+            nonlocal next_page, last_page
+            while next_page <= last_page:
+                number = next_page
+                next_page += 1
                 items, _ = normalize.page(await self._send("GET", path, params={"page": number}), what)
-                return items
+                if not items:
+                    last_page = min(last_page, number - 1)  # past the end: no need to ask for later pages
+                found[number] = items
 
-        rest = await asyncio.gather(*(fetch(n) for n in range(2, pages + 1)))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(_PAGE_CONCURRENCY, pages - 1)):
+                    group.create_task(worker())
+        except ExceptionGroup as failures:  # the first failure stopped the others; it is the one to report
+            raise failures.exceptions[0] from None
         seen: set[object] = set()
-        items: list[Mapping[str, Any]] = []
-        for item in [*first, *(i for chunk in rest for i in chunk)]:
-            if item.get("id") not in seen:  # an item can move between pages while we read them
-                seen.add(item.get("id"))
-                items.append(item)
-        return items, total
+        merged: list[Mapping[str, Any]] = []
+        for number in sorted(found):
+            for item in found[number]:
+                if item.get("id") not in seen:  # an item can move between pages while we read them
+                    seen.add(item.get("id"))
+                    merged.append(item)
+        return merged
+
+    async def _per_release(self, read: Callable[[Release], Awaitable[T]]) -> T:
+        """`read` with the release's endpoints; if the answer does not fit that release, read the version again
+        and, when it changed, try once more with the new one."""
+        release = await self.release()
+        try:
+            return await read(release)
+        except ToolFailure as failure:
+            if failure.code != "unexpected_response":
+                raise
+            fresh = await self.release(stale=release)
+            if fresh.version == release.version:
+                raise
+        return await read(fresh)
 
     async def list_knowledge(self) -> list[Mapping[str, Any]]:
-        release = await self.release()
-        if release.paged_lists:
-            items, _ = await self._all_pages("api/v1/knowledge/", "the list of knowledge bases")
+        async def read(release: Release) -> list[Mapping[str, Any]]:
+            what = "the list of knowledge bases"
+            if release.paged_lists:
+                items, _ = await self._all_pages("api/v1/knowledge/", what)
+                return items
+            body = await self._send("GET", "api/v1/knowledge/")
+            if isinstance(body, Mapping):  # a paged answer: this Open WebUI is newer than the version we read
+                self._release_stale(release)
+                items, _ = await self._all_pages("api/v1/knowledge/", what, first_answer=body)
+                return items
+            items, _ = normalize.page(body, what)
             return items
-        items, _ = normalize.page(await self._send("GET", "api/v1/knowledge/"), "the list of knowledge bases")
-        return items
+
+        return await self._per_release(read)
+
+    def _release_stale(self, release: Release) -> None:
+        """Forget a release an answer showed to be wrong; the next call reads the version again."""
+        if self._release is release:
+            self._release = None
 
     async def count_knowledge(self) -> int:
         """How many bases the key can read, with one authorised request (the health check)."""
@@ -321,16 +442,19 @@ class OpenWebUIClient:
 
     async def knowledge_files(self, knowledge_id: str, page: int | None) -> tuple[list[Mapping[str, Any]], int | None]:
         """The documents of a base: every page (page=None) or one page of Open WebUI's page size."""
-        release = await self.release()
-        if not release.paged_lists:
-            files = normalize.nested_files(await self.knowledge(knowledge_id))
+
+        async def read(release: Release) -> tuple[list[Mapping[str, Any]], int | None]:
+            if not release.paged_lists:
+                files = normalize.nested_files(await self.knowledge(knowledge_id))
+                if page is None:
+                    return files, len(files)
+                return files[(page - 1) * 30 : page * 30], len(files)
+            path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
             if page is None:
-                return files, len(files)
-            return files[(page - 1) * 30 : page * 30], len(files)
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
-        if page is None:
-            return await self._all_pages(path, "the files of a knowledge base")
-        return normalize.page(await self._send("GET", path, params={"page": page}), "the files of a knowledge base")
+                return await self._all_pages(path, "the files of a knowledge base")
+            return normalize.page(await self._send("GET", path, params={"page": page}), "the files of a knowledge base")
+
+        return await self._per_release(read)
 
     async def query_collection(self, collection_names: list[str], query: str, k: int, k_reranker: int | None) -> Json:
         body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
@@ -345,8 +469,10 @@ class OpenWebUIClient:
 
     async def create_knowledge(self, release: Release, name: str, description: str) -> Mapping[str, Any]:
         body: dict[str, Any] = {"name": name, "description": description}
-        if release.parts < (0, 8, 0):
-            body["access_control"] = {}  # before 0.8, null meant readable by every user; {} is private
+        if not release.private_by_default:
+            # Before 0.8 a base without access_control is readable by every user; {} is private. Later releases
+            # ignore the field, so an unreadable version gets it too.
+            body["access_control"] = {}
         return _object(await self._send("POST", "api/v1/knowledge/create", json_body=body), "a new knowledge base")
 
     async def upload(self, filename: str, content: bytes, metadata: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -22,6 +22,7 @@ KEEP_FILE_ON_REMOVE = (0, 6, 27)  # file/remove honours ?delete_file=false
 # POST /files/{id}/data/content/update re-indexes every base holding the file (read in 0.12.4's source; the 0.12.0
 # CHANGELOG fixes its error reporting). Before it, each base needs its own POST /knowledge/{id}/file/update.
 CONTENT_UPDATE_REINDEXES = (0, 12, 0)
+PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants is private; access_control is ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,11 @@ class Release:
             return cls(version, (999, 0, 0))
         major, minor, patch = match.groups()
         return cls(version, (int(major), int(minor), int(patch or 0)))
+
+    @property
+    def private_by_default(self) -> bool:
+        """A new base is private without saying so. Fails safe: an unreadable version is not taken to be one."""
+        return self.known and self.parts >= PRIVATE_BY_DEFAULT
 
     @property
     def known(self) -> bool:

@@ -153,8 +153,8 @@ def file_item(raw: Mapping[str, Any]) -> FileItem:
 def nested_files(body: object) -> list[Mapping[str, Any]]:
     """The `files` embedded in `GET /knowledge/{id}` on releases before 0.6.42."""
     files = _mapping(body, "a knowledge base").get("files")
-    if files is None:
-        return []
+    # These releases always embed the list, [] when the base is empty; a missing or null one means the answer is
+    # from another release (0.6.42 and later send `files: null`), never that the base is empty.
     if not isinstance(files, list):
         raise unexpected("the files of a knowledge base")
     return [_mapping(item, "a file of a knowledge base") for item in files]
