@@ -390,13 +390,13 @@ async def test_search_when_the_key_sees_no_base_does_not_query(router: respx.Rou
 
 
 async def test_search_explicit_ids_deduplicated_in_one_request(upstream_0124: Upstream) -> None:
-    ids = ["kb-b", "kb-a", "kb-b", "kb-c", "kb-a"]
+    ids = [KB_OPS, KB_FRUIT, KB_OPS, KB_FRUIT]
     async with connect(upstream_0124.router) as client:
         body = await ok(client, "knowledge_search", {"query": "bananas", "knowledge_ids": ids})
-    assert upstream_0124.listing.call_count == 0
+    assert upstream_0124.listing.call_count == 1  # which bases this key can read: checked before searching
     assert upstream_0124.query.call_count == 1
-    assert sent(upstream_0124.query)["collection_names"] == ["kb-b", "kb-a", "kb-c"]
-    assert body["knowledge_ids"] == ["kb-b", "kb-a", "kb-c"]
+    assert sent(upstream_0124.query)["collection_names"] == [KB_OPS, KB_FRUIT]
+    assert body["knowledge_ids"] == [KB_OPS, KB_FRUIT]
 
 
 async def test_search_keeps_open_webui_order_and_values(upstream_0124: Upstream) -> None:

@@ -52,6 +52,8 @@ class Upstream:
     def __post_init__(self) -> None:
         r = self.router
         r.get("/api/version").respond(json={"version": "0.12.4"})
+        listing = [{"id": kb, "name": f"База {i}", "write_access": True} for i, kb in enumerate(KBS)]
+        r.get("/api/v1/knowledge/").respond(json={"items": listing[:30], "total": len(listing[:30])})
         r.get(path__regex=r"^/api/v1/knowledge/(?P<kb>[^/]+)$").mock(side_effect=self._base)
         r.post("/api/v1/files/").mock(side_effect=self._upload)
         r.get(path__regex=r"^/api/v1/files/(?P<file>[^/]+)/process/status$").mock(side_effect=self._status)

@@ -8,11 +8,19 @@ the key can read through the Knowledge API (older retrieval endpoints check no a
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
+from openwebui_rag_mcp.models import KnowledgeBase
+
+# How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
+# Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
+READABLE_TTL_SECONDS = 30.0
 
 
 def check_id(value: str, what: str) -> str:
@@ -28,6 +36,42 @@ def check_range(value: int, name: str, low: int, high: int) -> int:
     return value
 
 
+class ReadableBases:
+    """The bases the key can read through the Knowledge API (which checks access on every release), remembered for
+    `ttl` seconds; concurrent callers share one refresh."""
+
+    def __init__(self, ttl: float = READABLE_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._bases: dict[str, KnowledgeBase] | None = None
+        self._read_at = 0.0
+        self._lock = asyncio.Lock()
+
+    def _current(self, newer_than: float) -> dict[str, KnowledgeBase] | None:
+        if self._bases is None or self._read_at < newer_than or self._clock() - self._read_at >= self._ttl:
+            return None
+        return self._bases
+
+    def remember(self, bases: Iterable[KnowledgeBase]) -> dict[str, KnowledgeBase]:
+        self._bases = {base.knowledge_id: base for base in bases}
+        self._read_at = self._clock()
+        return self._bases
+
+    def forget(self) -> None:
+        self._bases = None
+
+    async def get(self, client: OpenWebUIClient, *, fresh: bool = False) -> dict[str, KnowledgeBase]:
+        asked_at = self._clock()
+        current = self._current(newer_than=asked_at if fresh else float("-inf"))
+        if current is not None:
+            return current
+        async with self._lock:
+            current = self._current(newer_than=asked_at if fresh else float("-inf"))  # read while we waited
+            if current is not None:
+                return current
+            return self.remember(normalize.knowledge_base(item) for item in await client.list_knowledge())
+
+
 @dataclass(frozen=True, slots=True)
 class App:
     """What every tool call shares for the life of the process."""
@@ -37,6 +81,7 @@ class App:
     write_lock: asyncio.Lock
     # Bases this process created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist.
     created: set[str] = field(default_factory=set)
+    readable: ReadableBases = field(default_factory=ReadableBases)
 
     def allowed_bases(self) -> list[str] | None:
         """The bases this server may touch, or None when OPENWEBUI_KNOWLEDGE_IDS does not restrict it."""
@@ -83,3 +128,46 @@ class App:
                 request_sent=False,
             )
         return file_id
+
+    async def check_searchable(self, knowledge_ids: list[str]) -> list[str]:
+        """The bases to hand to Open WebUI's retrieval, after checking that the key can read every one.
+
+        Open WebUI's retrieval endpoint checks no access before 0.9 (and unknown names before 0.9.6), so a key could
+        search a private base it cannot list. Every id must be allowed and among the bases the Knowledge API shows
+        this key; a remembered answer is used first and read again once before an id is refused. Refused ids get
+        one answer, `not_found`, whether they exist or not.
+        """
+        bases = list(dict.fromkeys(self.check_base(knowledge_id) for knowledge_id in knowledge_ids))
+        if not bases:
+            return bases
+        readable = await self.readable.get(self.client)
+        if all(base in readable for base in bases):
+            return bases
+        readable = await self.readable.get(self.client, fresh=True)
+        missing = [base for base in bases if base not in readable]
+        if not missing:
+            return bases
+        files = [] if self.allowed_bases() is not None else await self._file_ids_among(missing)
+        message = (
+            f"no readable knowledge base has the id {', '.join(missing)} (it does not exist, or this key may not "
+            "read it); knowledge_list gives the knowledge_ids this key can search"
+        )
+        if files:
+            message += (
+                f". {', '.join(files)} is the file_id of a document, not a knowledge_id: read it with "
+                "knowledge_get_file(file_id), or search the base that holds it"
+            )
+        raise ToolFailure("not_found", message, request_sent=False)
+
+    async def _file_ids_among(self, ids: list[str]) -> list[str]:
+        """Which of `ids` are documents the key can read (agents often pass a file_id as a knowledge_id)."""
+
+        async def is_file(candidate: str) -> bool:
+            try:
+                await self.client.file(candidate)
+            except ToolFailure:
+                return False
+            return True
+
+        found = await asyncio.gather(*(is_file(candidate) for candidate in ids[:10]))
+        return [candidate for candidate, yes in zip(ids, found, strict=False) if yes]

@@ -22,7 +22,9 @@ K_RERANKER_MAX = 200
 
 
 async def list_knowledge(app: App) -> KnowledgeList:
-    items = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
+    items = list(
+        app.readable.remember(normalize.knowledge_base(item) for item in await app.client.list_knowledge()).values()
+    )
     allowed = app.allowed_bases()
     if allowed is not None:
         items = [item for item in items if item.knowledge_id in allowed]
@@ -50,15 +52,15 @@ async def search(
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
     if knowledge_ids is None:
-        readable = [normalize.knowledge_base(item).knowledge_id for item in await app.client.list_knowledge()]
+        listed = app.readable.remember(normalize.knowledge_base(item) for item in await app.client.list_knowledge())
         allowed = app.allowed_bases()
         # Under an allowlist, only the allowed bases the key can still read: Open WebUI refuses a whole search
         # for a non-admin key when one named base is unreadable.
-        bases = readable if allowed is None else [base for base in allowed if base in readable]
+        bases = list(listed) if allowed is None else [base for base in allowed if base in listed]
     else:
         if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
             raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
-        bases = list(dict.fromkeys(app.check_base(i) for i in knowledge_ids))
+        bases = await app.check_searchable(knowledge_ids)
     if not bases:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection(bases, text, k, k_reranker)

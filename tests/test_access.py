@@ -1,0 +1,175 @@
+"""Issue 10, defects 0 and 1: a search never reaches a base the key cannot read through the Knowledge API, and a
+wrong id is `not_found` naming it, not an empty success. The common path stays one retrieval request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+import respx
+
+from openwebui_rag_mcp import tools
+from openwebui_rag_mcp.app import App, ReadableBases
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.errors import ToolFailure
+from tests.conftest import make_settings, mock_transport
+
+pytestmark = pytest.mark.anyio
+
+MINE = "c0ffee00-1111-4222-8333-444455556666"
+SHARED = "deadbeef-7777-4888-9999-aaaabbbbcccc"
+ADMINS_PRIVATE = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+A_FILE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
+ANSWER = {"distances": [[0.9]], "documents": [["text"]], "metadatas": [[{"file_id": A_FILE, "name": "a.md"}]]}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["0.6.5", "0.12.4"])
+def release(request: pytest.FixtureRequest) -> str:
+    value: str = request.param
+    return value
+
+
+def upstream(router: respx.Router, release: str, readable: list[str]) -> tuple[respx.Route, respx.Route]:
+    """An Open WebUI whose Knowledge API shows the key `readable`, and whose retrieval answers for any collection
+    (as 0.6.5 and 0.8 do: they check no access)."""
+    router.get("/api/version").respond(json={"version": release})
+    items = [{"id": kb, "name": kb[:4]} for kb in readable]
+    body = items if release == "0.6.5" else {"items": items, "total": len(items)}
+    listing = router.get("/api/v1/knowledge/").respond(json=body)
+    query = router.post("/api/v1/retrieval/query/collection").respond(json=ANSWER)
+    router.get(f"/api/v1/files/{A_FILE}").respond(json={"id": A_FILE, "filename": "a.md", "data": {}})
+    router.get(path__regex=r"^/api/v1/files/[^/]+$").respond(404, json={"detail": "We could not find it :/"})
+    return listing, query
+
+
+@asynccontextmanager
+async def app_for(router: respx.Router, clock: Clock | None = None, **env: str) -> AsyncIterator[App]:
+    settings = make_settings(**env)
+    client = OpenWebUIClient(settings, transport=mock_transport(router))
+    readable = ReadableBases(clock=clock) if clock is not None else ReadableBases()
+    try:
+        yield App(settings=settings, client=client, write_lock=asyncio.Lock(), readable=readable)
+    finally:
+        await client.aclose()
+
+
+async def refused(app: App, ids: list[str]) -> ToolFailure:
+    with pytest.raises(ToolFailure) as caught:
+        await tools.search(app, "bananas", ids, None, None)
+    return caught.value
+
+
+async def test_a_base_the_key_cannot_list_is_never_searched(router: respx.Router, release: str) -> None:
+    _, query = upstream(router, release, [MINE, SHARED])
+    async with app_for(router) as app:
+        failure = await refused(app, [ADMINS_PRIVATE])
+        mixed = await refused(app, [MINE, ADMINS_PRIVATE])
+    assert failure.code == mixed.code == "not_found"
+    assert ADMINS_PRIVATE in failure.message
+    assert MINE not in mixed.message
+    assert query.call_count == 0  # nothing reached the retrieval endpoint
+
+
+async def test_a_search_of_every_base_names_only_listed_bases(router: respx.Router, release: str) -> None:
+    _, query = upstream(router, release, [MINE, SHARED])
+    async with app_for(router) as app:
+        result = await tools.search(app, "bananas", None, None, None)
+    assert result.knowledge_ids == [MINE, SHARED]
+    assert json.loads(query.calls.last.request.content)["collection_names"] == [MINE, SHARED]
+
+
+async def test_a_typo_is_not_found_not_an_empty_result(router: respx.Router) -> None:
+    _, query = upstream(router, "0.12.4", [MINE])
+    async with app_for(router) as app:
+        failure = await refused(app, ["kb-typo"])
+    assert failure.code == "not_found"
+    assert "kb-typo" in failure.message
+    assert "file_id" not in failure.message.split(";")[0]
+    assert query.call_count == 0
+
+
+async def test_a_file_id_passed_as_a_knowledge_id_is_named_as_such(router: respx.Router) -> None:
+    upstream(router, "0.12.4", [MINE])
+    async with app_for(router) as app:
+        failure = await refused(app, [A_FILE])
+    assert failure.code == "not_found"
+    assert f"{A_FILE} is the file_id of a document" in failure.message
+    assert "knowledge_get_file" in failure.message
+
+
+async def test_the_common_path_is_one_request(router: respx.Router) -> None:
+    """Measured: after the first search, a search of named bases costs exactly one request to Open WebUI."""
+    listing, query = upstream(router, "0.12.4", [MINE, SHARED])
+    async with app_for(router) as app:
+        await tools.search(app, "bananas", [MINE], None, None)
+        assert (listing.call_count, query.call_count) == (1, 1)
+        for _ in range(5):
+            await tools.search(app, "bananas", [MINE, SHARED], None, None)
+    assert (listing.call_count, query.call_count) == (1, 6)
+
+
+async def test_a_listing_warms_the_check(router: respx.Router) -> None:
+    listing, query = upstream(router, "0.12.4", [MINE])
+    async with app_for(router) as app:
+        await tools.list_knowledge(app)
+        await tools.search(app, "bananas", [MINE], None, None)
+    assert (listing.call_count, query.call_count) == (1, 1)
+
+
+async def test_what_the_key_can_read_is_read_again_after_a_short_time(router: respx.Router) -> None:
+    """Access revoked in Open WebUI stops reaching retrieval once the remembered answer expires."""
+    clock = Clock()
+    listing, query = upstream(router, "0.6.5", [MINE, SHARED])
+    async with app_for(router, clock) as app:
+        await tools.search(app, "bananas", [SHARED], None, None)
+        listing.respond(json=[{"id": MINE, "name": "mine"}])  # SHARED unshared from this key's user
+        clock.now += 10
+        await tools.search(app, "bananas", [SHARED], None, None)  # still remembered
+        clock.now += 25
+        failure = await refused(app, [SHARED])
+    assert failure.code == "not_found"
+    assert query.call_count == 2
+
+
+async def test_a_base_shared_a_moment_ago_is_found_at_once(router: respx.Router) -> None:
+    """An id missing from the remembered answer is checked again before it is refused."""
+    listing, _ = upstream(router, "0.12.4", [MINE])
+    async with app_for(router) as app:
+        await tools.search(app, "bananas", [MINE], None, None)
+        listing.respond(json={"items": [{"id": MINE}, {"id": SHARED}], "total": 2})
+        result = await tools.search(app, "bananas", [SHARED], None, None)
+    assert result.knowledge_ids == [SHARED]
+    assert listing.call_count == 2
+
+
+async def test_concurrent_first_searches_share_one_listing(router: respx.Router) -> None:
+    async def slow_listing(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.02)
+        return httpx.Response(200, json={"items": [{"id": MINE}], "total": 1})
+
+    upstream(router, "0.12.4", [MINE])
+    listing = router.get("/api/v1/knowledge/").mock(side_effect=slow_listing)
+    async with app_for(router) as app:
+        await asyncio.gather(*(tools.search(app, "bananas", [MINE], None, None) for _ in range(8)))
+    assert listing.call_count == 1
+
+
+async def test_the_allowlist_still_applies_before_readability(router: respx.Router) -> None:
+    listing, query = upstream(router, "0.12.4", [MINE, SHARED])
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=MINE) as app:
+        failure = await refused(app, [SHARED])
+    assert failure.code == "not_found"
+    assert "OPENWEBUI_KNOWLEDGE_IDS" in failure.message
+    assert listing.call_count == query.call_count == 0
