@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 CLIENTS_DIR = REPO / "clients"
 README = REPO / "README.md"
 README_RU = REPO / "README.ru.md"
-CONFIG_PY = REPO / "src" / "openwebui_rag_mcp" / "config.py"
+
 
 # name -> file in clients/; the name is what the README markers say.
 SNIPPETS = {
@@ -334,21 +334,11 @@ def _option_values(argv: list[str], flags: tuple[str, ...]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def config_variables(path: Path = CONFIG_PY) -> set[str]:
-    """The environment variables ``config.py`` reads: first arguments of its text/flag/number/names calls."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("text", "flag", "number", "names")
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            found.add(node.args[0].value)
-    return found
+def config_variables() -> set[str]:
+    """The environment variables the server reads (its declared configuration, less retired names)."""
+    from openwebui_rag_mcp.config import VARIABLES
+
+    return {variable.name for variable in VARIABLES if variable.field is not None}
 
 
 # --------------------------------------------------------------------------------------------------------------------

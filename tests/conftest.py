@@ -7,6 +7,7 @@ client or the server factory.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,14 @@ def assert_no_key(*texts: object) -> None:
         assert API_KEY not in shown
         for start in range(len(secret) - 7):
             assert secret[start : start + 8] not in shown, f"a piece of the API key leaked: {shown!r}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite runs with HTTP_PROXY pointing nowhere (devtools.check) so that any hidden network use fails; its
+    own loopback servers are reached directly, as a user's NO_PROXY would have it."""
+    for name in ("NO_PROXY", "no_proxy"):
+        present = [part for part in os.environ.get(name, "").split(",") if part]
+        os.environ[name] = ",".join(dict.fromkeys([*present, "127.0.0.1", "localhost"]))
 
 
 @pytest.fixture

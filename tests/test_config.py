@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,21 +11,22 @@ from pathlib import Path
 import pytest
 
 from openwebui_rag_mcp import __version__
-from openwebui_rag_mcp.config import ConfigError, load_settings
+from openwebui_rag_mcp.config import (
+    ALIASES,
+    ALL_TOOLS,
+    READ_TOOLS,
+    VARIABLES,
+    WRITE_TOOLS,
+    ConfigError,
+    Settings,
+    Variable,
+    load_settings,
+    variables_help,
+)
 from tests.conftest import API_KEY
 
 SCRIPT = Path(sys.executable).with_name("openwebui-rag-mcp")
 VALID = {"OPENWEBUI_URL": "http://localhost:8080", "OPENWEBUI_API_KEY": API_KEY}
-ALL_VARIABLES = (
-    "OPENWEBUI_URL",
-    "OPENWEBUI_API_KEY",
-    "OPENWEBUI_TIMEOUT",
-    "OPENWEBUI_VERIFY_TLS",
-    "RAG_TOP_K",
-    "RAG_CHUNK_MAX_CHARS",
-    "RAG_FILE_MAX_CHARS",
-    "OPENWEBUI_LOG_LEVEL",
-)
 
 
 def problems_of(environ: dict[str, str]) -> list[str]:
@@ -170,6 +172,108 @@ def test_problems_never_show_the_key() -> None:
     assert all(API_KEY not in problem for problem in problems)
 
 
+def test_every_problem_message_and_their_order() -> None:
+    """The exact lines a user sees, in the order of the declarations: these are what README.md quotes."""
+    problems = problems_of(
+        {
+            "OPENWEBUI_URL": "http://user:pw@owui.example",
+            "OPENWEBUI_API_KEY": "sk-a\nb",
+            "OPENWEBUI_TIMEOUT": "soon",
+            "OPENWEBUI_VERIFY_TLS": "Maybe",
+            "RAG_TOP_K": "99",
+            "RAG_CHUNK_MAX_CHARS": "1.5",
+            "RAG_FILE_MAX_CHARS": "10",
+            "OPENWEBUI_PROCESS_TIMEOUT": "inf",
+            "OPENWEBUI_LOG_LEVEL": "Loud",
+            "OPENWEBUI_KNOWLEDGE_IDS": "good-id,bad/id",
+            "OPENWEBUI_ALLOW_CREATE": "perhaps",
+            "OPENWEBUI_READ_ONLY": "2",
+            "OPENWEBUI_DISABLED_TOOLS": "knowledge_search,nope",
+        }
+    )
+    assert problems == [
+        "OPENWEBUI_URL must not contain user:password@; the API key is the credential",
+        "OPENWEBUI_API_KEY contains whitespace; copy the key (sk-...) without spaces or newlines",
+        "OPENWEBUI_TIMEOUT must be a number, got 'soon'",
+        "OPENWEBUI_VERIFY_TLS must be true or false, got 'Maybe'",
+        "RAG_TOP_K must be between 1 and 50, got 99",
+        "RAG_CHUNK_MAX_CHARS must be a whole number, got '1.5'",
+        "RAG_FILE_MAX_CHARS must be at least 1000, got 10",
+        "OPENWEBUI_PROCESS_TIMEOUT must be between 1 and 86400, got inf",
+        "OPENWEBUI_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, got 'Loud'",
+        "OPENWEBUI_KNOWLEDGE_IDS holds ids that are not Open WebUI ids: bad/id",
+        "OPENWEBUI_ALLOW_CREATE must be true or false, got 'perhaps'",
+        "OPENWEBUI_READ_ONLY must be true or false, got '2'",
+        f"OPENWEBUI_DISABLED_TOOLS names unknown tools nope; known: {', '.join(ALL_TOOLS)}",
+    ]
+
+
+def test_missing_url_and_key_and_an_empty_allowlist_messages() -> None:
+    assert problems_of({"OPENWEBUI_KNOWLEDGE_IDS": " , "}) == [
+        "OPENWEBUI_URL is not set: give the base URL of Open WebUI, e.g. http://localhost:8080",
+        "OPENWEBUI_API_KEY is not set: create one in Open WebUI under Settings > Account > API keys",
+        "OPENWEBUI_KNOWLEDGE_IDS is set but names no knowledge base",
+    ]
+
+
+def test_every_settings_field_is_declared_by_exactly_one_variable() -> None:
+    names = [variable.name for variable in VARIABLES]
+    assert len(names) == len(set(names))
+    fields = [variable.field for variable in VARIABLES if variable.field is not None]
+    assert sorted(fields) == sorted(f.name for f in dataclasses.fields(Settings) if f.name != "warnings")
+
+
+@pytest.mark.parametrize("variable", [v for v in VARIABLES if v.has_value_default], ids=lambda v: v.name)
+def test_the_default_shown_is_the_default_used(variable: Variable) -> None:
+    # Setting a variable to the default that --help, README and .env.example show changes nothing.
+    assert load_settings({**VALID, variable.name: variable.default}) == load_settings(VALID)
+
+
+def test_defaults_that_are_not_one_value() -> None:
+    shown = {variable.name: variable.default for variable in VARIABLES if not variable.has_value_default}
+    assert shown == {
+        "OPENWEBUI_URL": "required",
+        "OPENWEBUI_API_KEY": "required",
+        "OPENWEBUI_KNOWLEDGE_IDS": "unset: every base the key can read",
+        "OPENWEBUI_ALLOW_CREATE": "true, or false when OPENWEBUI_KNOWLEDGE_IDS is set",
+        "OPENWEBUI_DISABLED_TOOLS": "empty",
+        "RAG_SCORE_THRESHOLD": "retired",
+    }
+    assert load_settings(VALID).knowledge_ids is None
+    assert load_settings(VALID).allow_create is True
+    assert load_settings({**VALID, "OPENWEBUI_KNOWLEDGE_IDS": "kb-1"}).allow_create is False
+    assert load_settings({**VALID, "OPENWEBUI_KNOWLEDGE_IDS": "kb-1", "OPENWEBUI_ALLOW_CREATE": "1"}).allow_create
+    assert load_settings(VALID).disabled_tools == frozenset()
+
+
+# -- which tools are registered ---------------------------------------------------------------------------------
+
+
+def test_tool_enabled_applies_only_the_disabled_tools() -> None:
+    settings = load_settings({**VALID, "OPENWEBUI_DISABLED_TOOLS": "rag_search, knowledge_delete ,knowledge_list"})
+    assert settings.disabled_tools == {"rag_search", "knowledge_delete", "knowledge_list"}
+    assert [name for name in ALL_TOOLS if not settings.tool_enabled(name)] == [
+        "knowledge_list",
+        "knowledge_delete",
+        "rag_search",
+    ]
+
+
+def test_tool_enabled_leaves_read_only_to_the_server() -> None:
+    # OPENWEBUI_READ_ONLY is read into `read_only`; which tools it drops follows from their annotations (server.py).
+    settings = load_settings({**VALID, "OPENWEBUI_READ_ONLY": "true", "OPENWEBUI_DISABLED_TOOLS": "rag_health"})
+    assert settings.read_only is True
+    assert load_settings(VALID).read_only is False
+    assert all(settings.tool_enabled(name) for name in ALL_TOOLS if name != "rag_health")
+    assert not settings.tool_enabled("rag_health")
+
+
+def test_tool_names_are_the_read_and_write_tools_and_their_aliases() -> None:
+    assert (*READ_TOOLS, *WRITE_TOOLS, *ALIASES) == ALL_TOOLS
+    assert len(set(ALL_TOOLS)) == len(ALL_TOOLS)
+    assert set(ALIASES.values()) <= set(READ_TOOLS)
+
+
 def test_score_threshold_is_ignored_with_a_warning() -> None:
     settings = load_settings({**VALID, "RAG_SCORE_THRESHOLD": "0.7"})
     assert len(settings.warnings) == 1
@@ -217,12 +321,12 @@ def test_script_version() -> None:
     assert __version__ in result.stdout.decode()
 
 
-def test_script_help_mentions_every_variable() -> None:
+def test_script_help_lists_the_declared_variables() -> None:
+    # Which variables the list holds, and that README and .env.example agree with it: tests/test_config_docs.py.
     result = run_script("--help", env={})
     assert result.returncode == 0
-    text = result.stdout.decode()
-    for variable in ALL_VARIABLES:
-        assert variable in text, variable
+    assert result.stderr == b""
+    assert variables_help() in result.stdout.decode()
 
 
 @pytest.mark.parametrize("key", ["sk-abcé123", "sk-abc\x00def", "sk-ѕ123"])

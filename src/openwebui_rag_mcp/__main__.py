@@ -9,26 +9,14 @@ import sys
 
 from openwebui_rag_mcp import __version__
 
+# config is light (pydantic only, no httpx or mcp), so --help can list its variables and still be instant.
+from openwebui_rag_mcp.config import ConfigError, load_settings, variables_help
+
 EXIT_CONFIG = 2
 
-_EPILOG = """\
+_EXIT_CODES = """\
 exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 API key refused,
 5 unusable answers from Open WebUI, 6 retrieval probe failed (--deep)
-
-configuration comes from the environment:
-  OPENWEBUI_URL        base URL of Open WebUI (required)
-  OPENWEBUI_API_KEY    API key, sk-... (required)
-  OPENWEBUI_TIMEOUT    seconds per HTTP request (120)
-  OPENWEBUI_VERIFY_TLS verify TLS certificates (true)
-  RAG_TOP_K            default number of search results (8)
-  RAG_CHUNK_MAX_CHARS  characters per search fragment (4000)
-  RAG_FILE_MAX_CHARS   characters per knowledge_get_file answer (100000)
-  OPENWEBUI_PROCESS_TIMEOUT  seconds to wait for Open WebUI to index an added document (300)
-  OPENWEBUI_KNOWLEDGE_IDS    comma-separated knowledge_ids: the only bases the server touches (all)
-  OPENWEBUI_ALLOW_CREATE     allow knowledge_create while OPENWEBUI_KNOWLEDGE_IDS is set (false)
-  OPENWEBUI_READ_ONLY        register only the read tools (false)
-  OPENWEBUI_DISABLED_TOOLS   comma-separated tool names to leave out (none)
-  OPENWEBUI_LOG_LEVEL  DEBUG, INFO, WARNING or ERROR, on stderr (WARNING)
 """
 
 
@@ -48,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="openwebui-rag-mcp",
         description="MCP server (stdio) for the knowledge bases of an Open WebUI instance.",
-        epilog=_EPILOG,
+        epilog=f"{_EXIT_CODES}\nconfiguration comes from the environment:\n{variables_help()}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -61,9 +49,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     args = parser.parse_args(argv)
-
-    # Imported here so that --help and --version stay instant.
-    from openwebui_rag_mcp.config import ConfigError, load_settings
 
     try:
         settings = load_settings(os.environ)

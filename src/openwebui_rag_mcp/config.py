@@ -1,14 +1,21 @@
 """Configuration, read from the environment only and validated once at start.
 
+Every variable is declared once, in `VARIABLES`: its name, the `Settings` field it fills, a one-line meaning, the
+default as users see it, and the rule that reads it. `load_settings`, the `--help` text and the tests that hold
+README.md, README.ru.md and `.env.example` to the same list all work from that table.
+
 Every problem is collected and reported together, one line each, so a user fixes a broken setup in one go.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -44,7 +51,11 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What the server needs to know, with defaults applied. Build it with `load_settings`."""
+    """What the server needs to know, with defaults applied. Build it with `load_settings`.
+
+    The defaults here are the defaults of the variables (see `VARIABLES`), written only here; `allow_create` is the
+    exception, its default depends on OPENWEBUI_KNOWLEDGE_IDS.
+    """
 
     url: str
     api_key: SecretStr
@@ -62,125 +73,287 @@ class Settings:
     warnings: tuple[str, ...] = ()
 
     def tool_enabled(self, name: str) -> bool:
-        """Whether a tool (or alias) is registered: read-only mode drops writes, OPENWEBUI_DISABLED_TOOLS any."""
-        if name in self.disabled_tools:
-            return False
-        return not (self.read_only and name in WRITE_TOOLS)
+        """Whether OPENWEBUI_DISABLED_TOOLS leaves a tool (or alias) in.
+
+        OPENWEBUI_READ_ONLY is not applied here: in read-only mode server.py leaves out every tool whose annotations
+        do not say read-only, so there is no second list of write tools to keep in step.
+        """
+        return name not in self.disabled_tools
 
 
-def load_settings(environ: Mapping[str, str]) -> Settings:
-    """Read and validate the configuration from `environ`; raise `ConfigError` listing every problem."""
-    problems: list[str] = []
-    warnings: list[str] = []
+# -- the declarations ---------------------------------------------------------------------------------------------
 
-    def text(name: str) -> str:
-        return environ.get(name, "").strip()
 
-    url = text("OPENWEBUI_URL").rstrip("/")
+class _Reading:
+    """One run of `load_settings`: the environment, the problems found so far and the values read so far."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.problems: list[str] = []
+        self.values: dict[str, Any] = {}
+
+    def text(self, name: str) -> str:
+        return self.environ.get(name, "").strip()
+
+
+Rule = Callable[[_Reading, "Variable"], object]
+"""Reads one variable: returns the value for its `Settings` field, appending a problem line if it is invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One environment variable, declared once.
+
+    `field` is the `Settings` field it fills, or None for a retired variable (which is only warned about). `note`
+    replaces the shown default when the default is not one value ("required", a default that depends on another
+    variable); otherwise the default shown is the field's default as one would write it in the environment.
+    """
+
+    name: str
+    field: str | None
+    meaning: str
+    read: Rule | None
+    note: str = ""
+    retired_warning: str = ""
+
+    @property
+    def default(self) -> str:
+        """The default as users see it, in `--help`, the README tables and `.env.example`."""
+        if self.note or self.field is None:
+            return self.note
+        return _show(_field_default(self.field))
+
+    @property
+    def has_value_default(self) -> bool:
+        """True when the default is one value that could be written in the environment (e.g. `120`)."""
+        return not self.note and self.field is not None
+
+
+def _default_of(variable: Variable) -> Any:
+    assert variable.field is not None, variable.name
+    return _field_default(variable.field)
+
+
+def _field_default(field: str) -> Any:
+    for candidate in dataclasses.fields(Settings):
+        if candidate.name == field:
+            if candidate.default is dataclasses.MISSING:
+                raise LookupError(f"Settings.{field} has no default")
+            return candidate.default
+    raise LookupError(f"Settings has no field {field!r}")
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _url(reading: _Reading, variable: Variable) -> str:
+    name = variable.name
+    url = reading.text(name).rstrip("/")
     if not url:
-        problems.append("OPENWEBUI_URL is not set: give the base URL of Open WebUI, e.g. http://localhost:8080")
-    else:
-        parts = urlsplit(url)
-        try:
-            port_ok = parts.port is None or parts.port > 0
-        except ValueError:
-            port_ok = False
-        if "@" in parts.netloc:
-            # httpx would send these as Basic auth in place of the API key, and log them at DEBUG.
-            problems.append("OPENWEBUI_URL must not contain user:password@; the API key is the credential")
-        elif parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-            problems.append(f"OPENWEBUI_URL must look like http(s)://host[:port][/prefix], got {url!r}")
-        elif parts.query or parts.fragment:
-            problems.append("OPENWEBUI_URL must not contain a query string or fragment")
+        reading.problems.append(f"{name} is not set: give the base URL of Open WebUI, e.g. http://localhost:8080")
+        return url
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if "@" in parts.netloc:
+        # httpx would send these as Basic auth in place of the API key, and log them at DEBUG.
+        reading.problems.append(f"{name} must not contain user:password@; the API key is the credential")
+    elif parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        reading.problems.append(f"{name} must look like http(s)://host[:port][/prefix], got {url!r}")
+    elif parts.query or parts.fragment:
+        reading.problems.append(f"{name} must not contain a query string or fragment")
+    return url
 
-    api_key = text("OPENWEBUI_API_KEY")
+
+def _api_key(reading: _Reading, variable: Variable) -> SecretStr:
+    name = variable.name
+    api_key = reading.text(name)
     if not api_key:
-        problems.append("OPENWEBUI_API_KEY is not set: create one in Open WebUI under Settings > Account > API keys")
+        reading.problems.append(f"{name} is not set: create one in Open WebUI under Settings > Account > API keys")
     elif any(c.isspace() for c in api_key):
-        problems.append("OPENWEBUI_API_KEY contains whitespace; copy the key (sk-...) without spaces or newlines")
+        reading.problems.append(f"{name} contains whitespace; copy the key (sk-...) without spaces or newlines")
     elif not (api_key.isascii() and api_key.isprintable()):
-        problems.append("OPENWEBUI_API_KEY contains non-ASCII or control characters; copy the key (sk-...) again")
+        reading.problems.append(f"{name} contains non-ASCII or control characters; copy the key (sk-...) again")
+    return SecretStr(api_key)
 
-    def number(name: str, default: float, minimum: float, maximum: float | None, integer: bool) -> float:
-        raw = text(name)
+
+def _number(name: str, field: str, meaning: str, minimum: float, maximum: float | None, *, integer: bool) -> Variable:
+    """A number variable; its bounds are added to its meaning."""
+    bound = f"{minimum:g} to {maximum:g}" if maximum is not None else f"at least {minimum:g}"
+
+    def read(reading: _Reading, variable: Variable) -> float:
+        default: float = _default_of(variable)
+        raw = reading.text(name)
         if not raw:
             return default
         try:
             value = int(raw) if integer else float(raw)
         except ValueError:
             kind = "a whole number" if integer else "a number"
-            problems.append(f"{name} must be {kind}, got {raw!r}")
+            reading.problems.append(f"{name} must be {kind}, got {raw!r}")
             return default
         if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
-            bound = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
-            problems.append(f"{name} must be {bound}, got {raw}")
+            between = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
+            reading.problems.append(f"{name} must be {between}, got {raw}")
             return default
         return value
 
-    def flag(name: str, default: bool) -> bool:
-        raw = text(name).lower()
-        if not raw:
-            return default
-        if raw in _TRUE:
-            return True
-        if raw in _FALSE:
-            return False
-        problems.append(f"{name} must be true or false, got {text(name)!r}")
+    return Variable(name, field, f"{meaning}, {bound}", read)
+
+
+def _flag_value(reading: _Reading, name: str, default: bool) -> bool:
+    raw = reading.text(name).lower()
+    if not raw:
         return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    reading.problems.append(f"{name} must be true or false, got {reading.text(name)!r}")
+    return default
 
-    timeout = number("OPENWEBUI_TIMEOUT", 120.0, 1.0, 3600.0, integer=False)
-    verify_tls = flag("OPENWEBUI_VERIFY_TLS", True)
-    top_k = int(number("RAG_TOP_K", 8, 1, TOP_K_MAX, integer=True))
-    chunk_max_chars = int(number("RAG_CHUNK_MAX_CHARS", 4_000, CHUNK_CHARS_MIN, None, integer=True))
-    file_max_chars = int(number("RAG_FILE_MAX_CHARS", 100_000, FILE_CHARS_MIN, None, integer=True))
-    process_timeout = number("OPENWEBUI_PROCESS_TIMEOUT", 300.0, 1.0, 86_400.0, integer=False)
 
-    log_level = text("OPENWEBUI_LOG_LEVEL").upper() or "WARNING"
+def _flag(reading: _Reading, variable: Variable) -> bool:
+    return _flag_value(reading, variable.name, bool(_default_of(variable)))
+
+
+def _allow_create(reading: _Reading, variable: Variable) -> bool:
+    # Without an allowlist creating is allowed; with one, only when asked for.
+    return _flag_value(reading, variable.name, reading.values["knowledge_ids"] is None)
+
+
+def _log_level(reading: _Reading, variable: Variable) -> str:
+    name = variable.name
+    log_level = reading.text(name).upper() or str(_default_of(variable))
     if log_level not in _LOG_LEVELS:
-        shown = text("OPENWEBUI_LOG_LEVEL")
-        problems.append(f"OPENWEBUI_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, got {shown!r}")
+        reading.problems.append(f"{name} must be one of {', '.join(_LOG_LEVELS)}, got {reading.text(name)!r}")
+    return log_level
 
-    def names(name: str) -> list[str]:
-        return [part.strip() for part in text(name).split(",") if part.strip()]
 
-    knowledge_ids: tuple[str, ...] | None = None
-    if text("OPENWEBUI_KNOWLEDGE_IDS"):
-        knowledge_ids = tuple(dict.fromkeys(names("OPENWEBUI_KNOWLEDGE_IDS")))
-        bad = [i for i in knowledge_ids if not ID_PATTERN.fullmatch(i)]
-        if bad:
-            problems.append(f"OPENWEBUI_KNOWLEDGE_IDS holds ids that are not Open WebUI ids: {', '.join(bad)}")
-        if not knowledge_ids:
-            problems.append("OPENWEBUI_KNOWLEDGE_IDS is set but names no knowledge base")
-    allow_create = flag("OPENWEBUI_ALLOW_CREATE", knowledge_ids is None)
-    read_only = flag("OPENWEBUI_READ_ONLY", False)
-    disabled_tools = frozenset(names("OPENWEBUI_DISABLED_TOOLS"))
+def _names(reading: _Reading, name: str) -> list[str]:
+    return [part.strip() for part in reading.text(name).split(",") if part.strip()]
+
+
+def _knowledge_ids(reading: _Reading, variable: Variable) -> tuple[str, ...] | None:
+    name = variable.name
+    if not reading.text(name):
+        return None
+    knowledge_ids = tuple(dict.fromkeys(_names(reading, name)))
+    bad = [i for i in knowledge_ids if not ID_PATTERN.fullmatch(i)]
+    if bad:
+        reading.problems.append(f"{name} holds ids that are not Open WebUI ids: {', '.join(bad)}")
+    if not knowledge_ids:
+        reading.problems.append(f"{name} is set but names no knowledge base")
+    return knowledge_ids
+
+
+def _disabled_tools(reading: _Reading, variable: Variable) -> frozenset[str]:
+    name = variable.name
+    disabled_tools = frozenset(_names(reading, name))
     unknown = sorted(disabled_tools - set(ALL_TOOLS))
     if unknown:
-        problems.append(
-            f"OPENWEBUI_DISABLED_TOOLS names unknown tools {', '.join(unknown)}; known: {', '.join(ALL_TOOLS)}"
-        )
+        reading.problems.append(f"{name} names unknown tools {', '.join(unknown)}; known: {', '.join(ALL_TOOLS)}")
+    return disabled_tools
 
-    if "RAG_SCORE_THRESHOLD" in environ:
-        warnings.append(
+
+# In the order problems are reported. A new variable gets a row here, in README.md's and README.ru.md's
+# configuration tables and in .env.example; tests/test_config_docs.py checks that they agree.
+VARIABLES: tuple[Variable, ...] = (
+    Variable("OPENWEBUI_URL", "url", "base URL of Open WebUI, http(s)://host[:port][/prefix]", _url, note="required"),
+    Variable("OPENWEBUI_API_KEY", "api_key", "API key, sk-...", _api_key, note="required"),
+    _number("OPENWEBUI_TIMEOUT", "timeout", "seconds per HTTP request", 1.0, 3600.0, integer=False),
+    Variable("OPENWEBUI_VERIFY_TLS", "verify_tls", "verify TLS certificates", _flag),
+    _number("RAG_TOP_K", "top_k", "default number of search results", 1, TOP_K_MAX, integer=True),
+    _number(
+        "RAG_CHUNK_MAX_CHARS", "chunk_max_chars", "characters per search result", CHUNK_CHARS_MIN, None, integer=True
+    ),
+    _number(
+        "RAG_FILE_MAX_CHARS",
+        "file_max_chars",
+        "characters per knowledge_get_file answer",
+        FILE_CHARS_MIN,
+        None,
+        integer=True,
+    ),
+    _number(
+        "OPENWEBUI_PROCESS_TIMEOUT",
+        "process_timeout",
+        "seconds to wait for Open WebUI to index an added document",
+        1.0,
+        86_400.0,
+        integer=False,
+    ),
+    Variable("OPENWEBUI_LOG_LEVEL", "log_level", "DEBUG, INFO, WARNING or ERROR; logs go to stderr", _log_level),
+    Variable(
+        "OPENWEBUI_KNOWLEDGE_IDS",
+        "knowledge_ids",
+        "comma-separated knowledge ids: the only bases the server touches",
+        _knowledge_ids,
+        note="unset: every base the key can read",
+    ),
+    Variable(
+        "OPENWEBUI_ALLOW_CREATE",
+        "allow_create",
+        "whether knowledge_create may create bases",
+        _allow_create,
+        note="true, or false when OPENWEBUI_KNOWLEDGE_IDS is set",
+    ),
+    Variable("OPENWEBUI_READ_ONLY", "read_only", "true: register only the read tools", _flag),
+    Variable(
+        "OPENWEBUI_DISABLED_TOOLS",
+        "disabled_tools",
+        "comma-separated tool names (aliases included) to leave out",
+        _disabled_tools,
+        note="empty",
+    ),
+    Variable(
+        "RAG_SCORE_THRESHOLD",
+        None,
+        "no longer used; ignored with a warning",
+        None,
+        note="retired",
+        retired_warning=(
             "RAG_SCORE_THRESHOLD is no longer used and is ignored: scores mean different things in different "
             "Open WebUI retrieval modes; set a relevance threshold in Open WebUI's own settings instead"
-        )
+        ),
+    ),
+)
 
-    if problems:
-        raise ConfigError(problems)
-    return Settings(
-        url=url,
-        api_key=SecretStr(api_key),
-        timeout=timeout,
-        verify_tls=verify_tls,
-        top_k=top_k,
-        chunk_max_chars=chunk_max_chars,
-        file_max_chars=file_max_chars,
-        process_timeout=process_timeout,
-        log_level=log_level,
-        knowledge_ids=knowledge_ids,
-        allow_create=allow_create,
-        read_only=read_only,
-        disabled_tools=disabled_tools,
-        warnings=tuple(warnings),
+
+def variables_help(columns: int = 100) -> str:
+    """The variables for `--help`: name, meaning, (default); a line longer than `columns` goes on indented."""
+    width = max(len(variable.name) for variable in VARIABLES)
+    indent = " " * (width + 4)
+    return "\n".join(
+        textwrap.fill(
+            f"{v.meaning} ({v.default})",
+            columns,
+            initial_indent=f"  {v.name:<{width}}  ",
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        for v in VARIABLES
     )
+
+
+def load_settings(environ: Mapping[str, str]) -> Settings:
+    """Read and validate the configuration from `environ`; raise `ConfigError` listing every problem."""
+    reading = _Reading(environ)
+    warnings: list[str] = []
+    for variable in VARIABLES:
+        if variable.field is None or variable.read is None:
+            if variable.name in environ:
+                warnings.append(variable.retired_warning)
+            continue
+        reading.values[variable.field] = variable.read(reading, variable)
+    if reading.problems:
+        raise ConfigError(reading.problems)
+    return Settings(**reading.values, warnings=tuple(warnings))

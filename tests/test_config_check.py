@@ -1,0 +1,110 @@
+"""The test command (devtools/check.py): which steps it runs in which environment, that a step out of time is
+stopped and fails with a clear verdict, and that a step that ran nothing fails the run."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from devtools import check, openwebui_local
+
+SLOW_TEST = """
+import signal
+import time
+
+
+def test_hangs_and_ignores_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # so that only the SIGKILL after the grace period ends it
+    time.sleep(300)
+"""
+
+
+class Recorder:
+    def __init__(self, tests: int = 3) -> None:
+        self.steps: list[tuple[str, list[str], float, dict[str, str]]] = []
+        self.tests = tests
+
+    def __call__(self, name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str]) -> check.Tally:
+        self.steps.append((name, args, timeout, env))
+        return check.Tally(name, self.tests, 0, 0, 0.1)
+
+
+def test_unit_suite_runs_offline_and_the_wheel_test_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "*")
+    monkeypatch.setenv("no_proxy", "*")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("PIP_NO_INDEX", raising=False)
+    recorder = Recorder()
+    monkeypatch.setattr(check, "_pytest", recorder)
+
+    assert check.main(["--unit-only", "--", "-x"]) == 0
+
+    (unit, unit_args, unit_timeout, unit_env), (wheel, wheel_args, wheel_timeout, wheel_env) = recorder.steps
+    assert (unit, wheel) == ("unit", "wheel")
+    assert unit_args == ["-m", "not live and not wheel", "-x"]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        assert unit_env[name] == "http://127.0.0.1:9", name
+    assert "NO_PROXY" not in unit_env
+    assert "no_proxy" not in unit_env
+    assert unit_env["PIP_NO_INDEX"] == "1"
+    assert wheel_args == ["-m", "wheel", "tests/test_wheel.py", "-x"]
+    assert wheel_env["HTTPS_PROXY"] == "http://proxy.example:3128"  # the wheel step needs the real network set-up
+    assert "PIP_NO_INDEX" not in wheel_env
+    assert 0 < unit_timeout <= 3600
+    assert 0 < wheel_timeout <= 3600
+
+
+def test_live_releases_each_get_a_step_with_a_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    monkeypatch.setattr(check, "_pytest", recorder)
+    monkeypatch.setattr(openwebui_local, "is_installed", lambda version: True)
+
+    assert check.main(["--releases", "0.6.5,0.12.4"]) == 0
+
+    live = [(name, args, timeout, env) for name, args, timeout, env in recorder.steps if name.startswith("live-")]
+    assert [(name, args[0], env["OPENWEBUI_LIVE_VERSION"]) for name, args, _, env in live] == [
+        ("live-0.6.5", "tests/live", "0.6.5"),
+        ("live-0.12.4", "tests/live", "0.12.4"),
+    ]
+    assert all(0 < timeout <= 2 * 3600 for _, _, timeout, _ in live)
+
+
+def test_a_step_that_ran_no_test_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(check, "_pytest", Recorder(tests=0))
+    assert check.main(["--unit-only"]) == 1
+    assert "RAN NOTHING" in capsys.readouterr().out
+
+
+def test_a_step_out_of_time_is_stopped_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "test_slow.py").write_text(SLOW_TEST, encoding="utf-8")
+    monkeypatch.setattr(check, "STOP_GRACE", 1)
+    started = time.monotonic()
+
+    tally = check._pytest(
+        "slow",
+        ["-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}", str(tmp_path / "test_slow.py")],
+        tmp_path,
+        5,
+        dict(os.environ),
+    )
+
+    assert time.monotonic() - started < 60
+    assert not tally.ok
+    assert tally.verdict == "TIMED OUT after 5 s"
+    assert "slow: stopped, it ran longer than 5 s" in capsys.readouterr().out
+
+
+def test_timed_out_verdict_wins_over_counts() -> None:
+    tally = check.Tally("live-0.12.4", 40, 0, 0, 1800.0, "TIMED OUT after 30 min")
+    assert not tally.ok
+    assert tally.verdict == "TIMED OUT after 30 min"
+    assert check.Tally("unit", 40, 0, 0, 1.0).verdict == "ok"
+    assert check.Tally("unit", 40, 1, 0, 1.0).verdict == "FAILED"
+    assert check.Tally("unit", 40, 0, 1, 1.0).verdict == "FAILED"
