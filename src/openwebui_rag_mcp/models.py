@@ -10,14 +10,23 @@ from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
 
 
 def _compact_schema(schema: dict[str, Any]) -> None:
-    """Shrink an output schema without changing what it accepts: every tools/list costs the agent context.
+    """Make an output schema promise what the server sends, in as few bytes as possible.
 
-    Property titles only repeat the names, and `required` is dropped because the server always sends every
-    field. Nullable fields stay `anyOf [X, null]`: the single-`type` spelling is what portable clients expect.
+    Every field of every result model is always sent (`None` where unknown), so every property is `required`,
+    defaulted ones included: a result that lacks one, or `{}`, does not validate. Nullable fields stay
+    `anyOf [X, null]` (the spelling portable clients expect). Every tools/list costs the agent context, so what
+    says nothing goes: titles (they repeat the names), `additionalProperties: true` (the default) and the `type`
+    beside a `const`.
     """
-    schema.pop("required", None)
-    for prop in schema.get("properties", {}).values():
+    properties = schema.get("properties", {})
+    schema["required"] = list(properties)
+    schema.pop("title", None)
+    for prop in properties.values():
         prop.pop("title", None)
+        if prop.get("additionalProperties") is True:
+            del prop["additionalProperties"]
+        if "const" in prop:
+            prop.pop("type", None)
 
 
 class _Result(BaseModel):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -11,10 +13,25 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 import httpx
+from mcp import MCPError
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    Resource,
+    ResourceTemplateReference,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from openwebui_rag_mcp import __version__, normalize, tools, writes
@@ -29,6 +46,7 @@ from openwebui_rag_mcp.models import (
     ErrorBody,
     FileText,
     Health,
+    KnowledgeBase,
     KnowledgeCreated,
     KnowledgeFiles,
     KnowledgeList,
@@ -131,7 +149,7 @@ def _with_error_branch(schema: dict[str, Any]) -> dict[str, Any]:
     output schema too; without this branch they would hide our errors behind a schema complaint.
     """
     result = {key: value for key, value in schema.items() if key not in ("$defs", "title", "type")}
-    union: dict[str, Any] = {"type": "object", "title": schema.get("title"), "anyOf": [result, _ERROR_BRANCH]}
+    union: dict[str, Any] = {"type": "object", "anyOf": [result, _ERROR_BRANCH]}
     if "$defs" in schema:
         union["$defs"] = schema["$defs"]
     return union
@@ -281,6 +299,130 @@ async def file_resource(file_id: str, ctx: Ctx) -> str:
     return document.text
 
 
+# -- the bases as concrete resources, and completions for the templates' arguments ---------------------------------
+
+KNOWLEDGE_TEMPLATE = "openwebui://knowledge/{knowledge_id}"
+FILE_TEMPLATE = "openwebui://file/{file_id}"
+RESOURCES_PAGE = 50  # bases per resources/list page
+COMPLETIONS_MAX = 100  # the most values one completion/complete answer may carry (MCP)
+_DESCRIPTION_CHARS = 100
+
+LowCtx = ServerRequestContext[App, Any]
+
+
+def _upstream_error(what: str, error: Exception) -> MCPError:
+    """A JSON-RPC error for a failure behind resources/list or completion/complete: never an empty answer."""
+    if isinstance(error, ToolFailure):
+        return MCPError(code=INTERNAL_ERROR, message=f"could not {what}: {error}")
+    log.error("could not %s", what, exc_info=error)
+    return MCPError(code=INTERNAL_ERROR, message=f"could not {what}: unexpected error; the server log has details")
+
+
+def _sort_key(base: KnowledgeBase) -> tuple[str, str]:
+    return base.name.casefold(), base.knowledge_id
+
+
+def _cursor(base: KnowledgeBase) -> str:
+    """An opaque cursor: the position after `base`, so a base added or removed meanwhile shifts nothing."""
+    return base64.urlsafe_b64encode(json.dumps(_sort_key(base), ensure_ascii=False).encode()).decode()
+
+
+def _after(cursor: str) -> tuple[str, str]:
+    try:
+        key = json.loads(base64.b64decode(cursor.encode("ascii"), altchars=b"-_", validate=True))
+    except (UnicodeError, binascii.Error, ValueError):
+        key = None
+    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(part, str) for part in key)):
+        raise MCPError(code=INVALID_PARAMS, message="invalid cursor: list again without a cursor")
+    return key[0], key[1]
+
+
+def _short(text: str | None) -> str | None:
+    text = " ".join((text or "").split())
+    if len(text) <= _DESCRIPTION_CHARS:
+        return text or None
+    return text[: _DESCRIPTION_CHARS - 3] + "..."
+
+
+async def list_base_resources(ctx: LowCtx, params: PaginatedRequestParams | None) -> ListResourcesResult:
+    """resources/list: every readable base (allowlist applied) as `openwebui://knowledge/{id}`, by name, paged."""
+    after = _after(params.cursor) if params is not None and params.cursor is not None else None
+    try:
+        bases = sorted((await tools.list_knowledge(ctx.lifespan_context)).items, key=_sort_key)
+    except Exception as error:
+        raise _upstream_error("list the knowledge bases", error) from None
+    if after is not None:
+        bases = [base for base in bases if _sort_key(base) > after]
+    page = bases[:RESOURCES_PAGE]
+    return ListResourcesResult(
+        resources=[
+            Resource(
+                uri=KNOWLEDGE_TEMPLATE.format(knowledge_id=base.knowledge_id),
+                name=base.name,
+                description=_short(base.description),
+                mime_type="application/json",
+            )
+            for base in page
+        ],
+        next_cursor=_cursor(page[-1]) if len(bases) > RESOURCES_PAGE else None,
+    )
+
+
+def _completion(values: list[str]) -> CompleteResult:
+    return CompleteResult(
+        completion=Completion(
+            values=values[:COMPLETIONS_MAX], total=len(values), has_more=len(values) > COMPLETIONS_MAX
+        )
+    )
+
+
+def _starts(prefix: str, *texts: str | None) -> bool:
+    return any(text is not None and text.casefold().startswith(prefix) for text in texts)
+
+
+async def _complete_knowledge_id(app: App, prefix: str) -> list[str]:
+    try:
+        bases = (await tools.list_knowledge(app)).items
+    except Exception as error:
+        raise _upstream_error("list the knowledge bases", error) from None
+    return [base.knowledge_id for base in bases if _starts(prefix, base.knowledge_id, base.name)]
+
+
+async def _complete_file_id(app: App, prefix: str, knowledge_id: str | None) -> list[str]:
+    if not knowledge_id:
+        return []  # the file template names no base, and listing every base's documents would cost too much
+    try:
+        files = await tools.list_files(app, knowledge_id, None)
+    except ToolFailure as failure:
+        if failure.code in ("invalid_argument", "not_found", "forbidden"):
+            return []  # not a base this server may read: nothing to offer
+        raise _upstream_error(f"list the documents of {knowledge_id}", failure) from None
+    except Exception as error:
+        raise _upstream_error(f"list the documents of {knowledge_id}", error) from None
+    return [item.file_id for item in files.items if _starts(prefix, item.file_id, item.title, item.filename)]
+
+
+def completion_handler(
+    templates: set[str],
+) -> Callable[[LowCtx, CompleteRequestParams], Awaitable[CompleteResult]]:
+    """completion/complete for the registered templates: knowledge_id by id or name prefix, file_id from the
+    documents of the base named in the context's other arguments (`knowledge_id`), else nothing."""
+
+    async def complete(ctx: LowCtx, params: CompleteRequestParams) -> CompleteResult:
+        ref, argument = params.ref, params.argument
+        if not isinstance(ref, ResourceTemplateReference) or ref.uri not in templates:
+            return _completion([])
+        prefix = argument.value.strip().casefold()
+        if ref.uri == KNOWLEDGE_TEMPLATE and argument.name == "knowledge_id":
+            return _completion(await _complete_knowledge_id(ctx.lifespan_context, prefix))
+        if ref.uri == FILE_TEMPLATE and argument.name == "file_id":
+            others = (params.context.arguments if params.context is not None else None) or {}
+            return _completion(await _complete_file_id(ctx.lifespan_context, prefix, others.get("knowledge_id")))
+        return _completion([])
+
+    return complete
+
+
 def knowledge_qa(
     question: Annotated[str, Field(description="The question to answer from the knowledge bases.")],
     knowledge_ids: Annotated[
@@ -344,6 +486,23 @@ _DELETE = (
 _ALIAS = " Same as {0}; kept for clients configured with the old name."
 
 
+def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
+    """A tool is offered unless OPENWEBUI_DISABLED_TOOLS names it, or read-only mode is on and it may write.
+
+    Whether it may write comes from its own annotations, so a new tool needs no second list of names.
+    """
+    return settings.tool_enabled(name) and not (settings.read_only and not hints.read_only_hint)
+
+
+def _warm_up_done(task: asyncio.Task[None]) -> None:
+    """Read the warm-up's outcome, so a failure is logged once and never reported as "never retrieved"."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.warning("reading the Open WebUI release at start failed; will retry on the next call", exc_info=error)
+
+
 def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> MCPServer[App]:
     """Build the server. `transport` replaces the network in tests; the HTTP client itself is made per lifespan."""
 
@@ -351,10 +510,13 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
     async def lifespan(_: MCPServer[App]) -> AsyncGenerator[App, None]:
         client = OpenWebUIClient(settings, transport=transport)
         warm_up = asyncio.create_task(client.warm_up())
+        warm_up.add_done_callback(_warm_up_done)
         try:
             yield App(settings=settings, client=client, write_lock=asyncio.Lock())
         finally:
             warm_up.cancel()
+            # Let the cancelled warm-up finish before its client closes; its outcome is the callback's to read.
+            await asyncio.wait([warm_up])
             await client.aclose()
 
     specs: list[tuple[Callable[..., Awaitable[CallToolResult]], str, str, ToolAnnotations]] = [
@@ -376,7 +538,7 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
         if name in aliases_of:
             names.append((aliases_of[name], description + _ALIAS.format(name)))
         for tool_name, tool_description in names:
-            if settings.tool_enabled(tool_name):
+            if _registered(settings, tool_name, hints):
                 tool = _Tool.from_function(
                     fn, name=tool_name, title=title, description=tool_description, annotations=hints
                 )
@@ -393,17 +555,20 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
         log_level=settings.log_level,  # type: ignore[arg-type]  # validated in config
         tools=registered,
     )
+    templates: set[str] = set()
     if settings.tool_enabled("knowledge_files"):
+        templates.add(KNOWLEDGE_TEMPLATE)
         server.resource(
-            "openwebui://knowledge/{knowledge_id}",
+            KNOWLEDGE_TEMPLATE,
             name="knowledge_base",
             title="Knowledge base",
             description="A knowledge base's description and documents (file_id, title, filename), as JSON.",
             mime_type="application/json",
         )(knowledge_resource)
     if settings.tool_enabled("knowledge_get_file"):
+        templates.add(FILE_TEMPLATE)
         server.resource(
-            "openwebui://file/{file_id}",
+            FILE_TEMPLATE,
             name="document",
             title="Document text",
             description="The text Open WebUI extracted from a document, by file_id.",
@@ -411,4 +576,11 @@ def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | N
         )(file_resource)
     if settings.tool_enabled("knowledge_search"):
         server.prompt(name="knowledge_qa", title="Answer from knowledge")(knowledge_qa)
+    # MCPServer lists only static resources and completes nothing; the low-level handlers it documents for this
+    # (migration guide, "Registering lowlevel handlers from MCPServer") replace both. Templates stay its own.
+    lowlevel = server._lowlevel_server
+    if KNOWLEDGE_TEMPLATE in templates:
+        lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_base_resources)
+    if templates:
+        lowlevel.add_request_handler("completion/complete", CompleteRequestParams, completion_handler(templates))
     return server

@@ -1,0 +1,274 @@
+"""The published output schemas promise every field a result carries, and still admit every error body.
+
+Schemas are read from `tools/list` through the in-memory MCP client; results are real ones, from every tool (aliases
+included) against the stateful fake Open WebUI of tests/faultstub.py. A schema that only checks types would let `{}`
+through as a `knowledge_list` result; these tests fail on that.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any, get_args
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+
+from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.config import ALIASES, READ_TOOLS, WRITE_TOOLS
+from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
+from openwebui_rag_mcp.models import ErrorBody
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import make_settings
+from tests.faultstub import BASE_URL, FILE, KB, KB_OTHER, Lane, answer
+
+pytestmark = pytest.mark.anyio
+
+EVERY_TOOL = {*READ_TOOLS, *WRITE_TOOLS, *ALIASES}
+# Every tool once, in an order that works on one fake Open WebUI: reads, then the writes.
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("knowledge_list", {}),
+    ("rag_list_knowledge", {}),
+    ("knowledge_files", {"knowledge_id": KB}),
+    ("knowledge_search", {"query": "apples"}),
+    ("rag_search", {"query": "apples", "knowledge_ids": [KB]}),
+    ("knowledge_get_file", {"file_id": FILE}),
+    ("rag_get_file", {"file_id": FILE, "offset": 2}),
+    ("knowledge_health", {}),
+    ("rag_health", {}),
+    ("knowledge_create", {"name": "Схемы", "description": "made by the schema tests"}),
+    ("knowledge_add", {"knowledge_id": KB, "text": "# Pears\n\nPears are green. 梨是绿色的。", "title": "Груши"}),
+    ("knowledge_update", {"file_id": FILE, "text": "# Apples\n\nGreen now.", "knowledge_id": KB}),
+    ("knowledge_delete", {"knowledge_id": KB, "file_id": FILE}),
+]
+DUPLICATE = "400: Duplicate content detected. Please provide unique content to proceed."
+FREE_FORM = {"metadata"}  # objects of any shape: a key removed from one is still a valid object
+
+
+class CurrentLane(httpx.AsyncBaseTransport):
+    """The one server's transport: every session talks to the lane of the running test."""
+
+    lane: Lane | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert self.lane is not None
+        return await self.lane.transport(BASE_URL).handle_async_request(request)
+
+
+_TRANSPORT = CurrentLane()
+_SERVER: list[MCPServer[App]] = []
+
+
+@asynccontextmanager
+async def connect(lane: Lane) -> AsyncIterator[Client]:
+    if not _SERVER:
+        settings = make_settings(BASE_URL, OPENWEBUI_ALLOW_CREATE="true", OPENWEBUI_VERIFY_TLS="false")
+        _SERVER.append(create_server(settings, transport=_TRANSPORT))
+    _TRANSPORT.lane = lane
+    try:
+        # The SDK's client validates every successful result against the listed schema too.
+        async with Client(_SERVER[0], raise_exceptions=True) as client:
+            yield client
+    finally:
+        _TRANSPORT.lane = None
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert isinstance(result.structured_content, dict)
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    assert json.loads(block.text) == result.structured_content
+    return result.structured_content
+
+
+async def listed_schemas(client: Client) -> dict[str, dict[str, Any]]:
+    schemas = {}
+    for tool in (await client.list_tools()).tools:
+        assert tool.output_schema is not None, tool.name
+        schemas[tool.name] = tool.output_schema
+    assert set(schemas) == EVERY_TOOL
+    return schemas
+
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def validator(schema: dict[str, Any]) -> Any:
+    """A validator for `schema`, after checking the schema itself against its meta-schema (once per schema)."""
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _VALIDATORS:
+        jsonschema = pytest.importorskip("jsonschema")
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        _VALIDATORS[key] = cls(schema)
+    return _VALIDATORS[key]
+
+
+def valid(schema: dict[str, Any], instance: object) -> bool:
+    return bool(validator(schema).is_valid(instance))
+
+
+_RESULTS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]] = {}
+
+
+async def results() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The listed schemas and one real successful result of every tool (computed once per module)."""
+    if not _RESULTS:
+        async with connect(Lane()) as client:
+            schemas = await listed_schemas(client)
+            bodies = {}
+            for tool, arguments in CALLS:
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error is False, (tool, result.content)
+                bodies[tool] = structured(result)
+        _RESULTS["ok"] = schemas, bodies
+    return _RESULTS["ok"]
+
+
+def without_each_key(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for key in body:
+        yield key, {k: v for k, v in body.items() if k != key}
+
+
+def nested_objects(value: object, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object inside a result (not the result itself), with its path; free-form objects left out."""
+    children: list[tuple[str, object]] = []
+    if isinstance(value, dict):
+        children = [(f"{path}.{key}", child) for key, child in value.items() if key not in FREE_FORM]
+    elif isinstance(value, list):
+        children = [(f"{path}[{index}]", child) for index, child in enumerate(value)]
+    for child_path, child in children:
+        if isinstance(child, dict):
+            yield child_path, child
+        yield from nested_objects(child, child_path)
+
+
+# -- results ------------------------------------------------------------------------------------------------------
+
+
+async def test_every_tools_real_result_validates() -> None:
+    schemas, bodies = await results()
+    assert set(bodies) == EVERY_TOOL
+    for tool, body in bodies.items():
+        assert valid(schemas[tool], body), tool
+
+
+async def test_every_field_of_a_result_is_required() -> None:
+    schemas, bodies = await results()
+    for tool, body in bodies.items():
+        result_branch = schemas[tool]["anyOf"][0]
+        assert set(result_branch["required"]) == set(body) == set(result_branch["properties"]), tool
+        for key, lacking in without_each_key(body):
+            assert not valid(schemas[tool], lacking), f"{tool} accepts a result without {key!r}"
+
+
+async def test_nested_objects_require_their_fields_too() -> None:
+    schemas, bodies = await results()
+    checked = 0
+    for tool, body in bodies.items():
+        for path, obj in nested_objects(body):
+            for key in list(obj):
+                broken = copy.deepcopy(body)
+                target: Any = broken
+                for step in path.replace("[", ".[").strip(".").split("."):
+                    target = target[int(step[1:-1])] if step.startswith("[") else target[step]
+                del target[key]
+                assert not valid(schemas[tool], broken), f"{tool} accepts {path} without {key!r}"
+                checked += 1
+    # knowledge_list, knowledge_files and knowledge_search items, health's capabilities and controls.
+    assert checked > 50
+
+
+async def test_an_empty_object_is_not_a_result() -> None:
+    schemas, _ = await results()
+    for tool, schema in schemas.items():
+        assert not valid(schema, {}), tool
+        assert not valid(schema, {"ok": True}), tool
+
+
+async def test_null_is_accepted_only_where_a_field_may_be_unknown() -> None:
+    schemas, bodies = await results()
+    listing = bodies["knowledge_list"]
+    item = listing["items"][0]
+    for field in ("description", "file_count", "updated_at", "write_access"):
+        assert valid(schemas["knowledge_list"], {**listing, "items": [{**item, field: None}]}), field
+    for field in ("knowledge_id", "name"):
+        assert not valid(schemas["knowledge_list"], {**listing, "items": [{**item, field: None}]}), field
+    assert not valid(schemas["knowledge_list"], {**listing, "count": None})
+
+
+# -- errors -------------------------------------------------------------------------------------------------------
+
+
+async def test_every_tools_real_error_bodies_validate() -> None:
+    lane = Lane()
+    lane.fail(answer(500, {"detail": "Internal Server Error"}), path="*")
+    failures: dict[str, list[dict[str, Any]]] = {}
+    async with connect(lane) as client:
+        schemas = await listed_schemas(client)
+        for tool, arguments in CALLS:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error is True, tool
+            failures.setdefault(tool, []).append(structured(result))
+    # Richer bodies: a write that failed after its upload (stage, file_id, outcome), a duplicate (existing_file_id),
+    # an id outside the allowlist's reach, and a malformed argument.
+    lane = Lane()
+    attach = f"/api/v1/knowledge/{KB}/file/add"
+    lane.fail(answer(500, {"detail": "Internal Server Error"}), method="POST", path=attach, times=1)
+    lane.fail(answer(400, {"detail": DUPLICATE}), method="POST", path=attach, times=1)
+    async with connect(lane) as client:
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("knowledge_add", {"knowledge_id": KB, "text": "# Plums\n\nPurple.", "title": "Plums"}),
+            ("knowledge_add", {"knowledge_id": KB, "text": "# Apples\n\nApples are red.", "title": "Again"}),
+            ("knowledge_files", {"knowledge_id": "not a valid id"}),
+            ("knowledge_get_file", {"file_id": "ffffffff-0000-4000-8000-000000000000"}),
+            ("knowledge_delete", {"knowledge_id": KB_OTHER, "file_id": FILE}),
+            ("knowledge_search", {"query": 42}),
+        ]
+        for tool, arguments in calls:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error is True, tool
+            failures.setdefault(tool, []).append(structured(result))
+    assert set(failures) == EVERY_TOOL
+    every = [body for bodies in failures.values() for body in bodies]
+    for field in ("http_status", "stage", "file_id", "outcome", "existing_file_id"):
+        assert any(body[field] is not None for body in every), f"no error body here carries {field}"
+    assert any(body["code"] == "duplicate_content" for body in failures["knowledge_add"])
+    for tool, bodies in failures.items():
+        for body in bodies:
+            ErrorBody.model_validate(body)
+            assert valid(schemas[tool], body), (tool, body)
+
+
+async def test_every_error_code_stage_and_outcome_validates() -> None:
+    schemas, _ = await results()
+    stages: list[Stage | None] = [None, *get_args(Stage)]
+    outcomes: list[Outcome | None] = [None, *get_args(Outcome)]
+    for code in get_args(ErrorCode):
+        for index, stage in enumerate(stages):
+            body = ErrorBody(
+                ok=False,
+                code=code,
+                message="what happened and what to do",
+                http_status=None if index % 2 else 502,
+                retryable=bool(index % 2),
+                stage=stage,
+                file_id=None if stage is None else "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d",
+                outcome=outcomes[index % len(outcomes)],
+                existing_file_id=None if index % 3 else "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d",
+            ).model_dump(mode="json")
+            for tool, schema in schemas.items():
+                assert valid(schema, body), (tool, code, stage)
+
+
+async def test_the_error_branch_admits_no_success() -> None:
+    schemas, bodies = await results()
+    for tool, schema in schemas.items():
+        error_branch = {**schema, "anyOf": schema["anyOf"][1:]}
+        assert not valid(error_branch, bodies[tool]), tool
+        assert not valid(error_branch, {"ok": False, "code": "auth"}), tool
