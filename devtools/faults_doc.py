@@ -83,6 +83,12 @@ def _http(outcome: Outcome) -> str:
     return str(outcome.http_status) if outcome.http_status is not None else "–"
 
 
+def _retryable(outcome: Outcome) -> str:
+    if not outcome.retryable:
+        return "no"
+    return "yes" if outcome.certain else "reads only"
+
+
 def render() -> str:
     lines = [
         "# Faults and bad inputs",
@@ -112,7 +118,9 @@ def render() -> str:
         ),
         "",
         "*Requests*: how many times the faulted request is sent (Open WebUI's Retry-After lets a read try once more",
-        "within min(OPENWEBUI_TIMEOUT / 2, 30 s); a write is never sent twice). *Writes*: the `outcome` a failed",
+        "when the wait is at most half of what is left of OPENWEBUI_TIMEOUT and at most 30 s; a read never takes",
+        "longer than OPENWEBUI_TIMEOUT in all; a write is never sent twice). *Retryable*: safe to repeat as it was;",
+        "never for a write that may have been applied. *Writes*: the `outcome` a failed",
         "write reports, `not_applied` when Open WebUI refused it or never saw it, `partial_or_unknown` when it may",
         "have applied it.",
         "",
@@ -135,7 +143,7 @@ def render() -> str:
                     ", ".join(THROUGH[t] for t in case.transports),
                     _outcome(case),
                     _http(case.outcome),
-                    "yes" if case.outcome.retryable else "no",
+                    _retryable(case.outcome),
                     _writes(case),
                     _requests(case),
                     _sees(case.outcome),

@@ -484,6 +484,10 @@ class OpenWebUIClient:
         )
         return _object(answer, "an uploaded file")
 
+    async def delete_file(self, file_id: str) -> Json:
+        """Delete a file this server uploaded and could not add to a base."""
+        return await self._send("DELETE", f"api/v1/files/{segment(file_id)}")
+
     async def process_status(self, file_id: str) -> str:
         answer = _object(await self._send("GET", f"api/v1/files/{segment(file_id)}/process/status"), "a status")
         status = answer.get("status")

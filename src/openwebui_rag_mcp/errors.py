@@ -58,7 +58,26 @@ class ToolFailure(Exception):
 
     def at(self, stage: Stage, *, file_id: str | None = None, outcome: Outcome | None = None) -> ToolFailure:
         """The same failure, placed in a write sequence."""
-        return replace(self, stage=stage, file_id=file_id or self.file_id, outcome=outcome or self.outcome)
+        placed = replace(self, stage=stage, file_id=file_id or self.file_id, outcome=outcome or self.outcome)
+        return placed.for_write()
+
+    def for_write(self) -> ToolFailure:
+        """`retryable` means "safe to repeat exactly as it was": never when a write may have been applied."""
+        outcome = self.outcome or write_outcome(self)
+        if outcome == "not_applied" or not self.retryable:
+            return replace(self, outcome=outcome)
+        return replace(
+            self,
+            outcome=outcome,
+            retryable=False,
+            message=self.message + _CHECK_FIRST,
+        )
+
+
+_CHECK_FIRST = (
+    " Open WebUI may have applied this write: check with knowledge_files (and knowledge_get_file) before trying "
+    "again, or the write may happen twice."
+)
 
 
 def invalid_argument(message: str) -> ToolFailure:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -262,3 +263,43 @@ def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = Non
             )
         )
     return results
+
+
+# -- typed records for the write path ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """What the write sequences need to know of a file, in any release's shape."""
+
+    file_id: str
+    hash: str | None  # sha256 of the extracted text, on releases that keep it (0.6.34+ in base listings)
+    status: str | None  # processing status where the release keeps one in `data.status`
+    error: str | None  # why processing failed: `data.error` (background) or `error` (0.6.22 and older, at upload)
+
+
+def file_record(raw: object, what: str = "a file") -> FileRecord:
+    body = _mapping(raw, what)
+    file_id = _str(body.get("id"))
+    if file_id is None:
+        raise unexpected(f"{what} without an id")
+    data = _optional_mapping(body.get("data"))
+    error = data.get("error") or body.get("error")
+    return FileRecord(
+        file_id=file_id,
+        hash=_str(body.get("hash")),
+        status=_str(data.get("status")),
+        error=str(error) if error else None,
+    )
+
+
+def file_records(items: Iterable[Mapping[str, Any]], what: str = "a file of a knowledge base") -> list[FileRecord]:
+    return [file_record(item, what) for item in items]
+
+
+def created_id(body: object, what: str) -> str:
+    """The id of something Open WebUI just created (a base, an uploaded file)."""
+    created = _str(body.get("id")) if isinstance(body, Mapping) else None
+    if created is None:
+        raise unexpected(f"{what} without an id")
+    return created

@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
+
+import anyio
+from anyio.lowlevel import checkpoint
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id
@@ -22,6 +26,7 @@ from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argu
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, KnowledgeCreated
 
 Progress = Callable[[float, float, str], Awaitable[None]]
+log = logging.getLogger(__name__)
 
 NAME_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 4_000
@@ -32,6 +37,8 @@ METADATA_MAX_DEPTH = 4
 # Upload-metadata keys that change what Open WebUI itself does with the file (auto-linking to a base,
 # overriding the content hash, placing it in a folder or a channel). Refused so a caller cannot bypass checks.
 RESERVED_METADATA_KEYS = frozenset({"knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name"})
+# 255 bytes (NAME_MAX) less Open WebUI's "<uuid>_" prefix (37 bytes), with room to spare.
+FILENAME_MAX_BYTES = 200
 _POLL_FIRST_DELAY = 0.2
 _POLL_MAX_DELAY = 2.0
 # Dots go too, so no "..", hidden file or second extension can come from a title.
@@ -42,11 +49,25 @@ async def _no_progress(progress: float, total: float, message: str) -> None:
     return None
 
 
+async def _tell(progress: Progress, done: float, total: float, message: str) -> None:
+    """Report progress; a client that went away (a cancelled call) must not stop a write half-way."""
+    try:
+        await progress(done, total, message)
+    except Exception as error:  # a closed stream, a cancelled request: the write goes on
+        log.debug("could not report progress (%s)", type(error).__name__)
+
+
 def safe_filename(title: str) -> str:
-    """A filename derived from the title: letters of any script kept, path and shell characters replaced."""
+    """A filename derived from the title: letters of any script kept, path and shell characters replaced.
+
+    Bounded in UTF-8 bytes, not characters: Open WebUI stores the upload as `<uuid>_<filename>`, and a file name
+    of more than 255 bytes fails on Linux (`File name too long`) on releases that do not shorten it themselves;
+    72 CJK characters are already 216 bytes. The full title travels in the upload metadata.
+    """
     name = unicodedata.normalize("NFKC", title)
     name = _UNSAFE_FILENAME.sub("_", name).strip(" _")
-    name = re.sub(r"[\s_]+", "_", name)[:100].strip("_")
+    name = re.sub(r"[\s_]+", "_", name)
+    name = name.encode()[: FILENAME_MAX_BYTES - len(".md")].decode("utf-8", "ignore").strip("_")
     return f"{name or 'document'}.md"
 
 
@@ -99,13 +120,6 @@ async def _release(app: App, stage: Stage, file_id: str | None = None) -> Releas
         raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
 
 
-def _left_behind(file_id: str) -> str:
-    return (
-        f" The uploaded file {file_id} stays in Open WebUI's files, in no knowledge base; delete it there "
-        "(Workspace > Knowledge or the Files API) if it is not wanted."
-    )
-
-
 async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCreated:
     name = _check_text(name, "name", NAME_MAX_CHARS).strip()
     if len(description) > DESCRIPTION_MAX_CHARS:
@@ -126,20 +140,21 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
             created = await app.client.create_knowledge(release, name, description)
         except ToolFailure as failure:
             raise _failed(failure, "create") from None
-        knowledge_id = created.get("id")
-        if not isinstance(knowledge_id, str):
-            nameless = normalize.unexpected("a new knowledge base without an id")
-            raise nameless.at("create", outcome="partial_or_unknown")
+        app.readable.forget()  # the key can read one more base
+        try:
+            knowledge_id = normalize.created_id(created, "a new knowledge base")
+        except ToolFailure as failure:
+            raise failure.at("create", outcome="partial_or_unknown") from None
         app.created.add(knowledge_id)  # usable alongside an allowlist when the operator allowed creating
     return KnowledgeCreated(ok=True, knowledge_id=knowledge_id, name=name, description=description)
 
 
 async def _check_writable(app: App, knowledge_id: str) -> None:
     try:
-        base = await app.client.knowledge(knowledge_id)
+        base = normalize.knowledge_base(await app.client.knowledge(knowledge_id))
     except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
         raise failure.at("upload", outcome="not_applied") from None
-    if base.get("write_access") is False:
+    if base.write_access is False:
         raise ToolFailure(
             "forbidden",
             f"this API key may read knowledge base {knowledge_id} but not change it; nothing was uploaded",
@@ -148,27 +163,30 @@ async def _check_writable(app: App, knowledge_id: str) -> None:
         )
 
 
-async def _wait_processed(app: App, release: Release, file_id: str, uploaded: Mapping[str, Any]) -> str:
-    """Wait until Open WebUI has extracted and embedded the file; its final status."""
+async def _wait_processed(app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress) -> str:
+    """Wait until Open WebUI has extracted and embedded the file; its final status. Progress goes out on every
+    poll, so clients that extend their timeout on progress keep waiting."""
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
-        error = uploaded.get("error")
-        if error:
-            raise ToolFailure("upstream_error", f"Open WebUI could not process the document: {error}")
+        if uploaded.error:
+            raise ToolFailure(
+                "upstream_error", f"Open WebUI could not process the document: {_quoted(app, uploaded.error)}"
+            )
         return "completed"
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + app.settings.process_timeout
+    started = loop.time()
+    deadline = started + app.settings.process_timeout
     delay = _POLL_FIRST_DELAY
+    polls = 0
     while True:
-        status = await app.client.process_status(file_id)
+        status = await app.client.process_status(uploaded.file_id)
         if status == "completed":
             return status
         if status == "failed":
-            data = await app.client.file(file_id)
-            details = data.get("data") if isinstance(data, dict) else None
-            error = details.get("error") if isinstance(details, dict) else None
-            code: ErrorCode = "duplicate_content" if error and "duplicate" in str(error).lower() else "upstream_error"
-            raise ToolFailure(code, f"Open WebUI could not process the document: {error or 'no reason given'}")
+            error = normalize.file_record(await app.client.file(uploaded.file_id)).error
+            code: ErrorCode = "duplicate_content" if error and "duplicate" in error.lower() else "upstream_error"
+            reason = _quoted(app, error) if error else "no reason given"
+            raise ToolFailure(code, f"Open WebUI could not process the document: {reason}")
         if loop.time() + delay > deadline:
             raise ToolFailure(
                 "timeout",
@@ -176,8 +194,15 @@ async def _wait_processed(app: App, release: Release, file_id: str, uploaded: Ma
                 f"{app.settings.process_timeout:g} s (OPENWEBUI_PROCESS_TIMEOUT)",
                 retryable=True,
             )
+        polls += 1
+        # Always rising, never reaching the next step: 2 + n/(n+1).
+        await _tell(progress, 2 + polls / (polls + 1), 4, f"processing ({status}, {loop.time() - started:.0f} s)")
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, _POLL_MAX_DELAY)
+
+
+def _quoted(app: App, text: str) -> str:
+    return app.client.quote(text)
 
 
 async def _holder_of(app: App, knowledge_id: str, text: str) -> str | None:
@@ -187,7 +212,26 @@ async def _holder_of(app: App, knowledge_id: str, text: str) -> str | None:
         files, _ = await app.client.knowledge_files(knowledge_id, None)
     except ToolFailure:
         return None
-    return next((str(f["id"]) for f in files if f.get("hash") == digest and f.get("id")), None)
+    return next((f.file_id for f in normalize.file_records(files) if f.hash == digest), None)
+
+
+async def _discard(app: App, file_id: str, failure: ToolFailure, stage: Stage) -> ToolFailure:
+    """Remove a file this write uploaded and could not add; `failure` placed at `stage`, saying what is left."""
+    try:
+        await app.client.delete_file(file_id)
+    except ToolFailure as problem:
+        log.warning("knowledge_add: could not remove the uploaded file %s again (%s)", file_id, problem.message)
+        left = _failed(failure, stage, file_id, after_upload=True)
+        return left.explained(
+            f" The uploaded file {file_id} could not be removed again ({problem.code}); it is in no knowledge base: "
+            "delete it in Open WebUI (Workspace > Knowledge or the Files API)."
+        )
+    log.warning("knowledge_add: removed the uploaded file %s again after: %s", file_id, failure.message)
+    # Nothing is left: repeating the call is as safe as it was before it.
+    cleared = replace(
+        failure, message=failure.message + f" The uploaded file {file_id} was removed again; nothing was added."
+    )
+    return cleared.at(stage, outcome="not_applied")
 
 
 async def add_document(
@@ -208,45 +252,89 @@ async def add_document(
     release = await _release(app, "upload")
     async with app.write_lock:
         await _check_writable(app, knowledge_id)
-        await progress(1, 4, "uploading")
+        await _tell(progress, 1, 4, "uploading")
         try:
-            uploaded = await app.client.upload(filename, text.encode(), upload_metadata)
+            answer = await app.client.upload(filename, text.encode(), upload_metadata)
         except ToolFailure as failure:
             raise _failed(failure, "upload") from None
-        file_id = uploaded.get("id")
-        if not isinstance(file_id, str):
-            raise normalize.unexpected("an upload answer without a file id").at("upload", outcome="partial_or_unknown")
-
-        await progress(2, 4, "processing")
         try:
-            status = await _wait_processed(app, release, file_id, uploaded)
+            uploaded = normalize.file_record(answer, "an upload answer")
         except ToolFailure as failure:
-            raise _failed(failure, "process", file_id, after_upload=True).explained(_left_behind(file_id)) from None
-
-        await progress(3, 4, "attaching")
+            raise failure.at("upload", outcome="partial_or_unknown") from None
+        # A file now exists that did not before. From here the sequence runs to its end, even when the client
+        # cancels the call (TypeScript clients give up after 60 s): it adds the file or removes it again.
+        with anyio.CancelScope(shield=True):
+            status = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress)
         try:
-            await app.client.add_file(knowledge_id, file_id)
-        except ToolFailure as failure:
-            failed = _failed(failure, "attach", file_id, after_upload=True)
-            if failure.code == "duplicate_content":
-                holder = await _holder_of(app, knowledge_id, text)
-                where = f" (file_id {holder})" if holder else ""
-                message = f"knowledge base {knowledge_id} already holds a document with this exact text{where}; "
-                failed = replace(failed, message=message + "the new copy was not added.", existing_file_id=holder)
-            raise failed.explained(_left_behind(file_id)) from None
-        await progress(4, 4, "done")
+            await checkpoint()
+        except anyio.get_cancelled_exc_class():
+            log.warning(
+                "knowledge_add was cancelled by the client after the upload; it finished anyway: file %s is in "
+                "knowledge base %s",
+                uploaded.file_id,
+                knowledge_id,
+            )
+            raise
     return DocumentAdded(
-        ok=True, knowledge_id=knowledge_id, file_id=file_id, title=title, filename=filename, status=status
+        ok=True, knowledge_id=knowledge_id, file_id=uploaded.file_id, title=title, filename=filename, status=status
     )
 
 
-async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stage) -> list[Mapping[str, Any]]:
+async def _process_and_attach(
+    app: App, release: Release, knowledge_id: str, uploaded: normalize.FileRecord, text: str, progress: Progress
+) -> str:
+    """The rest of knowledge_add once the file exists: it ends with the file in the base, or removed again (or,
+    when even that fails, named in the error)."""
+    file_id = uploaded.file_id
+    await _tell(progress, 2, 4, "processing")
+    try:
+        status = await _wait_processed(app, release, uploaded, progress)
+    except ToolFailure as failure:
+        raise await _discard(app, file_id, failure, "process") from None
+
+    await _tell(progress, 3, 4, "attaching")
+    try:
+        await app.client.add_file(knowledge_id, file_id)
+    except ToolFailure as failure:
+        if failure.code == "duplicate_content":
+            holder = await _holder_of(app, knowledge_id, text)
+            where = f" (file_id {holder})" if holder else ""
+            message = f"knowledge base {knowledge_id} already holds a document with this exact text{where}; "
+            failure = replace(failure, message=message + "the new copy was not added.", existing_file_id=holder)
+        listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
+        if listed is False:
+            raise await _discard(app, file_id, failure, "attach") from None
+        failed = _failed(failure, "attach", file_id, after_upload=True)
+        if listed:
+            raise failed.explained(
+                f" Knowledge base {knowledge_id} lists the file {file_id} all the same: search it to check that it "
+                "was indexed, or remove it with knowledge_delete."
+            ) from None
+        raise failed.explained(
+            f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
+            "knowledge_files."
+        ) from None
+    await _tell(progress, 4, 4, "done")
+    return status
+
+
+async def _listed(app: App, knowledge_id: str, file_id: str) -> bool | None:
+    """Whether the base lists the file; None when that cannot be read (then nothing is removed)."""
+    try:
+        files, _ = await app.client.knowledge_files(knowledge_id, None)
+    except ToolFailure:
+        return None
+    return any(f.file_id == file_id for f in normalize.file_records(files))
+
+
+async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stage) -> list[normalize.FileRecord]:
     """The base's documents, after checking that `file_id` is one of them."""
     try:
         files, _ = await app.client.knowledge_files(knowledge_id, None)
+        records = normalize.file_records(files)
     except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
         raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
-    if not any(f.get("id") == file_id for f in files):
+    if not any(f.file_id == file_id for f in records):
         raise ToolFailure(
             "not_found",
             f"file {file_id} is not in knowledge base {knowledge_id}; nothing was changed",
@@ -254,7 +342,7 @@ async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stag
             file_id=file_id,
             outcome="not_applied",
         )
-    return files
+    return records
 
 
 async def update_document(app: App, file_id: str, text: str, knowledge_id: str) -> DocumentUpdated:
@@ -267,7 +355,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
         # Open WebUI refuses identical text twice in one base, but only after the file's text has changed:
         # refuse first, while nothing has.
         digest = hashlib.sha256(text.encode()).hexdigest()
-        holder = next((str(f["id"]) for f in files if f.get("hash") == digest and f.get("id") != file_id), None)
+        holder = next((f.file_id for f in files if f.hash == digest and f.file_id != file_id), None)
         if holder is not None:
             raise ToolFailure(
                 "duplicate_content",
@@ -277,20 +365,8 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
                 outcome="not_applied",
                 existing_file_id=holder,
             )
-        try:
-            if not isinstance(await app.client.update_file_text(file_id, text), dict):
-                raise normalize.unexpected("the answer to a text update")
-        except ToolFailure as failure:
-            raise _failed(failure, "update", file_id) from None
-        if not release.content_update_reindexes:
-            try:
-                await app.client.reindex_file(knowledge_id, file_id)
-            except ToolFailure as failure:
-                note = (
-                    " The file's text was replaced, but this base's search index may hold the old text or none of "
-                    "it; call knowledge_update again."
-                )
-                raise _failed(failure, "reindex", file_id, after_upload=True).explained(note) from None
+        with anyio.CancelScope(shield=True):  # the text and the index change together, even when cancelled
+            await _replace_text(app, release, knowledge_id, file_id, text)
     if release.content_update_reindexes:
         note = "The text belongs to the file: every knowledge base holding this file_id now has the new text."
     else:
@@ -302,6 +378,23 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     return DocumentUpdated(
         ok=True, knowledge_id=knowledge_id, file_id=file_id, total_chars=len(text), shared_file=True, note=note
     )
+
+
+async def _replace_text(app: App, release: Release, knowledge_id: str, file_id: str, text: str) -> None:
+    try:
+        if not isinstance(await app.client.update_file_text(file_id, text), dict):
+            raise normalize.unexpected("the answer to a text update")
+    except ToolFailure as failure:
+        raise _failed(failure, "update", file_id) from None
+    if not release.content_update_reindexes:
+        try:
+            await app.client.reindex_file(knowledge_id, file_id)
+        except ToolFailure as failure:
+            note = (
+                " The file's text was replaced, but this base's search index may hold the old text or none of "
+                "it; call knowledge_update again."
+            )
+            raise _failed(failure, "reindex", file_id, after_upload=True).explained(note) from None
 
 
 async def remove_document(app: App, knowledge_id: str, file_id: str) -> DocumentRemoved:
@@ -335,9 +428,10 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
         # honours it (checked above) is what keeps it.
         try:
             files, _ = await app.client.knowledge_files(knowledge_id, None)
+            still_listed = any(f.file_id == file_id for f in normalize.file_records(files))
         except ToolFailure as failure:
             raise _failed(failure, "unlink", file_id, after_upload=True) from None
-        if any(f.get("id") == file_id for f in files):
+        if still_listed:
             raise ToolFailure(
                 "upstream_error",
                 f"Open WebUI accepted the removal but knowledge base {knowledge_id} still lists file {file_id}",
