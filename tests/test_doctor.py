@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import respx
@@ -14,14 +16,27 @@ pytestmark = pytest.mark.anyio
 KB = "c0ffee00-1111-4222-8333-444455556666"
 
 
-def openwebui(router: respx.Router, *, found: bool = True) -> None:
+EMPTY = "0a0b0c0d-1111-4222-8333-444455556666"
+DOCUMENT = "# Яблоки\n\nApples are red and crisp; яблоки бывают красными. 苹果是红色的。"
+
+
+def openwebui(
+    router: respx.Router, *, found: bool = True, config: dict[str, object] | None = None, first_empty: bool = False
+) -> respx.Route:
     router.get("/api/version").respond(json={"version": "0.12.4"})
-    router.get("/api/v1/knowledge/").respond(
-        json={"items": [{"id": KB, "name": "Docs", "file_count": 1, "write_access": True}], "total": 1}
-    )
+    bases = [{"id": KB, "name": "Docs", "file_count": 1, "write_access": True}]
+    if first_empty:  # a release without file counts: the first base has no documents
+        bases = [{"id": EMPTY, "name": "Empty"}, {"id": KB, "name": "Docs"}]
+    router.get("/api/v1/knowledge/").respond(json={"items": bases, "total": len(bases)})
+    router.get(f"/api/v1/knowledge/{EMPTY}/files").respond(json={"items": [], "total": 0})
     router.get(f"/api/v1/knowledge/{KB}/files").respond(json={"items": [{"id": "f1", "filename": "a.md"}], "total": 1})
+    router.get("/api/v1/files/f1").respond(json={"id": "f1", "filename": "a.md", "data": {"content": DOCUMENT}})
+    if config is None:
+        router.get("/api/v1/retrieval/config").respond(401, json={"detail": "401 Unauthorized"})
+    else:
+        router.get("/api/v1/retrieval/config").respond(json=config)
     documents = [["a fragment"]] if found else [[]]
-    router.post("/api/v1/retrieval/query/collection").respond(
+    return router.post("/api/v1/retrieval/query/collection").respond(
         json={"distances": [[0.9]] if found else [[]], "documents": documents, "metadatas": [[{}]] if found else [[]]}
     )
 
@@ -35,21 +50,42 @@ async def run(router: respx.Router, *, deep: bool = False, **env: str) -> tuple[
 
 async def test_all_good_with_the_retrieval_probe() -> None:
     router = new_router()
-    openwebui(router)
+    query = openwebui(router)
     code, lines = await run(router, deep=True)
     assert code == OK
     assert "reach Open WebUI: OK, release 0.12.4, API family paged (items/total, files endpoint)" in lines
-    assert "retrieval (embedding backend): OK, a probe search returned fragments" in lines
+    assert "retrieval (embedding backend): OK, a search for words of a document in 'Docs' found fragments" in lines
     assert lines[-1] == "all checks passed"
     assert all(call.request.method == "GET" for call in router.calls if "query" not in call.request.url.path)
+    # The probe searches words of the base's own document, not a nonsense string.
+    assert json.loads(query.calls.last.request.content)["query"].startswith("Яблоки Apples are red")
 
 
-async def test_an_empty_probe_in_a_base_with_documents_fails() -> None:
+async def test_an_empty_probe_with_no_threshold_to_explain_it_fails() -> None:
     router = new_router()
-    openwebui(router, found=False)
+    openwebui(router, found=False, config={"RELEVANCE_THRESHOLD": 0.0, "ENABLE_RAG_HYBRID_SEARCH": False})
     code, lines = await run(router, deep=True)
     assert code == RETRIEVAL
     assert any(line.startswith("retrieval (embedding backend): FAILED") for line in lines)
+
+
+@pytest.mark.parametrize("config", [None, {"RELEVANCE_THRESHOLD": 0.5, "ENABLE_RAG_HYBRID_SEARCH": True}])
+async def test_an_empty_probe_under_a_threshold_is_inconclusive(config: dict[str, object] | None) -> None:
+    """The README recommends a relevance threshold; an empty answer under one is not a failure."""
+    router = new_router()
+    openwebui(router, found=False, config=config)
+    code, lines = await run(router, deep=True)
+    assert code == OK
+    assert any(line.startswith("retrieval (embedding backend): not confirmed") for line in lines)
+
+
+async def test_the_probe_looks_past_a_base_without_documents() -> None:
+    """Releases without file counts: the first base is empty, the second is searched."""
+    router = new_router()
+    query = openwebui(router, first_empty=True)
+    code, _ = await run(router, deep=True)
+    assert code == OK
+    assert json.loads(query.calls.last.request.content)["collection_names"] == [KB]
 
 
 @pytest.mark.parametrize(

@@ -462,6 +462,10 @@ class OpenWebUIClient:
             body["k_reranker"] = k_reranker
         return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body, read=True)
 
+    async def retrieval_config(self) -> Mapping[str, Any]:
+        """Open WebUI's retrieval settings (admin keys only)."""
+        return _object(await self._send("GET", "api/v1/retrieval/config"), "the retrieval settings")
+
     async def file(self, file_id: str) -> Json:
         return await self._send("GET", f"api/v1/files/{segment(file_id)}")
 

@@ -82,19 +82,16 @@ async def diagnose(
 
         if deep:
             try:
-                found = await tools.retrieval_probe(app, bases)
+                probe = await tools.retrieval_probe(app, bases)
             except ToolFailure as failure:
                 say(f"retrieval (embedding backend): FAILED - {failure.message}")
                 return RETRIEVAL
-            if found is None:
-                say("retrieval (embedding backend): not checked, no base has documents to search")
-            elif found:
-                say("retrieval (embedding backend): OK, a probe search returned fragments")
+            if probe.ok is None:
+                say(f"retrieval (embedding backend): not confirmed - {probe.detail}")
+            elif probe.ok:
+                say(f"retrieval (embedding backend): OK, {probe.detail}")
             else:
-                say(
-                    "retrieval (embedding backend): FAILED - a base with documents returned nothing; check Open "
-                    "WebUI's embedding settings (a changed embedding model needs a re-index)"
-                )
+                say(f"retrieval (embedding backend): FAILED - {probe.detail}")
                 return RETRIEVAL
         else:
             say("retrieval: not checked (add --deep to run one small search through the embedding backend)")

@@ -121,6 +121,7 @@ class Health(_Result):
     controls: Controls
     knowledge_bases_visible: int
     retrieval_ok: bool | None
+    retrieval_detail: str | None
     server_version: str
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.app import App, check_id, check_range
 from openwebui_rag_mcp.config import TOP_K_MAX
-from openwebui_rag_mcp.errors import invalid_argument
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import (
     Controls,
     FileText,
@@ -78,28 +80,78 @@ async def get_file(app: App, file_id: str, offset: int, max_chars: int | None) -
     return normalize.file_text(await app.client.file(file_id), offset=offset, max_chars=size)
 
 
-PROBE_QUERY = "openwebui-rag-mcp health probe"
+PROBE_BASES = 3
+PROBE_WORDS = 12
 
 
-async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> bool | None:
-    """One small search through Open WebUI's embedding backend: whether it found anything in a base that has
-    documents; None when no base has documents to search.
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What the deep health check found: `ok` True (retrieval answered with fragments), False (it answered
+    nothing where it must have found something), None (inconclusive or nothing to search), and why."""
 
-    The plain health check proves only that the Knowledge API accepts the key; this proves that retrieval
-    (and so the embedding model Open WebUI is configured with) answers. A failing backend is an error
-    (`upstream_error`); an empty answer from a base with documents is `False` (Open WebUI swallows some
-    failures, a vector-dimension mismatch for one, into empty results).
+    ok: bool | None
+    detail: str
+
+
+def probe_query(text: str) -> str:
+    """Words from a document's own text: a search for them must find that document, whatever the embedding model,
+    unless a relevance threshold hides it."""
+    words = [word for word in text.replace("#", " ").split() if any(ch.isalpha() for ch in word)]
+    return " ".join(words[:PROBE_WORDS])[:300]
+
+
+async def _threshold_may_hide(app: App) -> bool:
+    """Whether an empty answer may come from Open WebUI's relevance threshold (it applies to hybrid search);
+    only an admin key can read the retrieval settings, so for any other key it may."""
+    try:
+        config = await app.client.retrieval_config()
+    except ToolFailure:
+        return True
+    threshold = config.get("RELEVANCE_THRESHOLD")
+    hybrid = config.get("ENABLE_RAG_HYBRID_SEARCH")
+    return bool(hybrid) and isinstance(threshold, int | float) and threshold > 0
+
+
+async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> Probe:
+    """Search a few bases for words taken from one of their own documents, through Open WebUI's embedding backend.
+
+    The plain health check proves only that the Knowledge API accepts the key; this proves that retrieval (and so
+    the embedding model Open WebUI is configured with) answers. A failing backend is an error (`upstream_error`).
+    Empty answers are a failure only when no relevance threshold can explain them: Open WebUI swallows some
+    failures, a vector-dimension mismatch for one, into empty results.
     """
     allowed = app.allowed_bases()
-    bases = [base for base in readable if (allowed is None or base.knowledge_id in allowed) and base.file_count != 0]
-    if not bases:
-        return None
-    base = bases[0]
-    body = await app.client.query_collection([base.knowledge_id], PROBE_QUERY, 1, None)
-    found = bool(normalize.chunks(body, chunk_max_chars=100))
-    if base.file_count is None and not found:
-        return None  # the release does not say whether the base has documents
-    return found
+    candidates = [b for b in readable if (allowed is None or b.knowledge_id in allowed) and b.file_count != 0]
+    candidates.sort(key=lambda base: base.file_count is None)  # bases known to hold documents first
+    searched: list[str] = []
+    for base in candidates[: PROBE_BASES * 2]:
+        files, _ = await app.client.knowledge_files(base.knowledge_id, 1)
+        if not files:
+            continue
+        document = normalize.file_text(await app.client.file(str(files[0].get("id"))), offset=0, max_chars=3_000)
+        query = probe_query(document.text)
+        if not query:
+            continue
+        body = await app.client.query_collection([base.knowledge_id], query, 3, None)
+        if normalize.chunks(body, chunk_max_chars=100):
+            return Probe(True, f"a search for words of a document in {base.name!r} found fragments")
+        searched.append(base.name)
+        if len(searched) == PROBE_BASES:
+            break
+    if not searched:
+        return Probe(None, "no base this key can read has a document with text to search for")
+    names = ", ".join(repr(name) for name in searched)
+    if await _threshold_may_hide(app):
+        return Probe(
+            None,
+            f"searches for words of documents in {names} found nothing; inconclusive, as Open WebUI's relevance "
+            "threshold may hide them (an admin key lets this check read the setting)",
+        )
+    return Probe(
+        False,
+        f"searches for words of documents in {names} found nothing, with no relevance threshold to explain it; "
+        "check Open WebUI's embedding settings (a changed embedding model needs a re-index)",
+    )
 
 
 async def health(app: App, deep: bool = False) -> Health:
@@ -107,7 +159,7 @@ async def health(app: App, deep: bool = False) -> Health:
     if deep:  # the probe needs every base anyway, and the count comes with them
         bases = [normalize.knowledge_base(item) for item in await app.client.list_knowledge()]
         visible: int = len(bases)
-        probe = await retrieval_probe(app, bases)
+        probe: Probe | None = await retrieval_probe(app, bases)
     else:
         visible, probe = await app.client.count_knowledge(), None
     return Health(
@@ -123,6 +175,7 @@ async def health(app: App, deep: bool = False) -> Health:
             disabled_tools=sorted(app.settings.disabled_tools),
         ),
         knowledge_bases_visible=visible,
-        retrieval_ok=probe,
+        retrieval_ok=probe.ok if probe else None,
+        retrieval_detail=probe.detail if probe else None,
         server_version=__version__,
     )
