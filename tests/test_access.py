@@ -60,7 +60,7 @@ async def app_for(router: respx.Router, clock: Clock | None = None, **env: str) 
     client = OpenWebUIClient(settings, transport=mock_transport(router))
     readable = ReadableBases(clock=clock) if clock is not None else ReadableBases()
     try:
-        yield App(settings=settings, client=client, write_lock=asyncio.Lock(), readable=readable)
+        yield App(settings=settings, client=client, readable=readable)
     finally:
         await client.aclose()
 

@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import httpx
@@ -25,6 +25,7 @@ from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.locks import WriteLocks
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import make_settings, mock_transport, new_router
 
@@ -35,7 +36,7 @@ SEARCHES = 5
 DELAY = 0.005  # each mocked request takes this long, so concurrent sequences really would overlap
 KBS = [f"0000{i:04d}-aaaa-4bbb-8ccc-dddddddddddd" for i in range(N)]
 FILES = [f"f11e{i:04d}-aaaa-4bbb-8ccc-eeeeeeeeeeee" for i in range(N)]
-STEPS = ["base", "upload", "status", "status", "attach"]  # one knowledge_add, as Open WebUI sees it
+STEPS = ["upload", "status", "status", "attach"]  # one knowledge_add's writes and polls, as Open WebUI sees them
 _UPLOADED_NAME = re.compile(rb'filename="doc_(\d+)\.md"')
 
 
@@ -62,7 +63,6 @@ class Upstream:
 
     async def _base(self, request: httpx.Request, kb: str) -> httpx.Response:
         sequence = KBS.index(kb)
-        self.log.append((sequence, "base"))
         self.first_write.set()
         await asyncio.sleep(DELAY)
         body = {"id": kb, "name": f"База {sequence}", "description": "", "files": None, "write_access": True}
@@ -85,9 +85,8 @@ class Upstream:
         return httpx.Response(200, json={"status": "completed" if self.polls[sequence] > 1 else "pending"})
 
     async def _add(self, request: httpx.Request, kb: str) -> httpx.Response:
-        sequence = KBS.index(kb)
+        sequence = FILES.index(json.loads(request.content)["file_id"])
         self.log.append((sequence, "attach"))
-        assert json.loads(request.content) == {"file_id": FILES[sequence]}  # the id from this sequence's upload
         await asyncio.sleep(DELAY)
         return httpx.Response(200, json={"id": kb, "name": f"База {sequence}", "files": [], "write_access": False})
 
@@ -130,8 +129,9 @@ def upstream() -> Upstream:
     return Upstream(new_router())
 
 
-def add_args(i: int) -> dict[str, Any]:
-    return {"knowledge_id": KBS[i], "text": f"# Документ {i}\n\nТекст номер {i}.", "title": f"doc {i:02d}"}
+def add_args(i: int, knowledge_id: str = KBS[0]) -> dict[str, Any]:
+    """The i-th document, by default into the one base every sequence shares (writes to it must not interleave)."""
+    return {"knowledge_id": knowledge_id, "text": f"# Документ {i}\n\nТекст номер {i}.", "title": f"doc {i:02d}"}
 
 
 async def add_all(client: Client, done: dict[int, float], results: dict[int, dict[str, Any]]) -> None:
@@ -180,7 +180,7 @@ async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream:
     # Every write succeeded with the file its own upload created.
     assert sorted(results) == list(range(N))
     for i, added in results.items():
-        assert (added["ok"], added["knowledge_id"], added["file_id"]) == (True, KBS[i], FILES[i])
+        assert (added["ok"], added["knowledge_id"], added["file_id"]) == (True, KBS[0], FILES[i])
 
     # No two write sequences overlap: each one's requests are contiguous and complete.
     assert interleavings(upstream.log) == []
@@ -215,11 +215,21 @@ class _NoLock:
         return None
 
 
+class _NoLocks:
+    shared = False
+
+    def hold(self, key: str) -> _NoLock:
+        return _NoLock()
+
+    async def aclose(self) -> None:
+        return None
+
+
 async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
     """A control for the test above: with the lock replaced by a no-op, the same writes interleave."""
 
-    def unlocked_app(*, settings: Settings, client: OpenWebUIClient, write_lock: asyncio.Lock) -> App:
-        return App(settings=settings, client=client, write_lock=cast(asyncio.Lock, _NoLock()))
+    def unlocked_app(*, settings: Settings, client: OpenWebUIClient, locks: WriteLocks) -> App:
+        return App(settings=settings, client=client, locks=_NoLocks())
 
     monkeypatch.setattr(server_module, "App", unlocked_app)
     server = create_server(make_settings(), transport=mock_transport(upstream.router))
@@ -229,3 +239,27 @@ async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypa
 
     assert sorted(results) == list(range(N))
     assert interleavings(upstream.log) != []
+
+
+async def test_writes_to_different_bases_do_not_wait_for_each_other(upstream: Upstream) -> None:
+    """The lock is per base: a slow write to one base does not hold up a write to another."""
+    first_status = asyncio.Event()
+    let_go = asyncio.Event()
+    slow_file = FILES[0]
+
+    async def status(request: httpx.Request, file: str) -> httpx.Response:
+        if file == slow_file:
+            first_status.set()
+            await let_go.wait()
+        return httpx.Response(200, json={"status": "completed"})
+
+    upstream.router.get(path__regex=r"^/api/v1/files/(?P<file>[^/]+)/process/status$").mock(side_effect=status)
+    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    async with Client(server, raise_exceptions=True) as client, anyio.create_task_group() as group:
+        group.start_soon(client.call_tool, "knowledge_add", add_args(0, KBS[0]))
+        await first_status.wait()
+        with anyio.fail_after(5):  # with one lock for every base this would wait for base 0 for ever
+            other = await client.call_tool("knowledge_add", add_args(1, KBS[1]))
+        assert not other.is_error, other.content
+        assert not let_go.is_set()
+        let_go.set()

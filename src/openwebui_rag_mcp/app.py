@@ -16,8 +16,11 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
+from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
 from openwebui_rag_mcp.models import KnowledgeBase
 
+# Credentials whose readable bases are remembered at once (HTTP transport, one per caller); the oldest goes first.
+READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
 # Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
 READABLE_TTL_SECONDS = 30.0
@@ -37,39 +40,51 @@ def check_range(value: int, name: str, low: int, high: int) -> int:
 
 
 class ReadableBases:
-    """The bases the key can read through the Knowledge API (which checks access on every release), remembered for
-    `ttl` seconds; concurrent callers share one refresh."""
+    """The bases each credential can read through the Knowledge API (which checks access on every release),
+    remembered for `ttl` seconds under a hash of the credential; concurrent callers share one refresh."""
 
     def __init__(self, ttl: float = READABLE_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl
         self._clock = clock
-        self._bases: dict[str, KnowledgeBase] | None = None
-        self._read_at = 0.0
-        self._lock = asyncio.Lock()
+        self._entries: dict[str, tuple[float, dict[str, KnowledgeBase]]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
-    def _current(self, newer_than: float) -> dict[str, KnowledgeBase] | None:
-        if self._bases is None or self._read_at < newer_than or self._clock() - self._read_at >= self._ttl:
+    def _current(self, key: str, newer_than: float) -> dict[str, KnowledgeBase] | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] < newer_than or self._clock() - entry[0] >= self._ttl:
             return None
-        return self._bases
+        return entry[1]
 
-    def remember(self, bases: Iterable[KnowledgeBase]) -> dict[str, KnowledgeBase]:
-        self._bases = {base.knowledge_id: base for base in bases}
-        self._read_at = self._clock()
-        return self._bases
+    def remember(self, client: OpenWebUIClient, bases: Iterable[KnowledgeBase]) -> dict[str, KnowledgeBase]:
+        key = client.credential_key()
+        remembered = {base.knowledge_id: base for base in bases}
+        self._entries.pop(key, None)
+        self._entries[key] = (self._clock(), remembered)
+        while len(self._entries) > READABLE_CREDENTIALS_MAX:
+            del self._entries[next(iter(self._entries))]
+        return remembered
 
-    def forget(self) -> None:
-        self._bases = None
+    def forget(self, client: OpenWebUIClient) -> None:
+        self._entries.pop(client.credential_key(), None)
 
     async def get(self, client: OpenWebUIClient, *, fresh: bool = False) -> dict[str, KnowledgeBase]:
+        key = client.credential_key()
         asked_at = self._clock()
-        current = self._current(newer_than=asked_at if fresh else float("-inf"))
+        newer_than = asked_at if fresh else float("-inf")
+        current = self._current(key, newer_than)
         if current is not None:
             return current
-        async with self._lock:
-            current = self._current(newer_than=asked_at if fresh else float("-inf"))  # read while we waited
-            if current is not None:
-                return current
-            return self.remember(normalize.knowledge_base(item) for item in await client.list_knowledge())
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                current = self._current(key, newer_than)  # read while we waited
+                if current is not None:
+                    return current
+                listed = [normalize.knowledge_base(item) for item in await client.list_knowledge()]
+                return self.remember(client, listed)
+        finally:
+            if not lock.locked():
+                self._locks.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +93,7 @@ class App:
 
     settings: Settings
     client: OpenWebUIClient
-    write_lock: asyncio.Lock
+    locks: WriteLocks = field(default_factory=LocalLocks)
     # Bases this process created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist.
     created: set[str] = field(default_factory=set)
     readable: ReadableBases = field(default_factory=ReadableBases)

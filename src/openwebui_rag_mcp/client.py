@@ -7,11 +7,14 @@ Every request goes through `_send`, which turns transport errors, HTTP errors an
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -40,6 +43,26 @@ _DUPLICATE_TEXT = "duplicate content"
 
 Json = Any  # what json.loads returns; checked by the normalizer at the boundary
 T = TypeVar("T")
+
+
+# The Open WebUI credential of the caller being served (HTTP transport, per-caller mode): set around each request,
+# used instead of OPENWEBUI_API_KEY for every upstream request made on its behalf. Never stored beyond the request.
+_CALLER: ContextVar[str | None] = ContextVar("openwebui_rag_mcp_caller", default=None)
+
+
+@contextmanager
+def acting_as(token: str) -> Iterator[None]:
+    """Send every upstream request made inside this block with `token` as the Bearer credential."""
+    reset = _CALLER.set(token)
+    try:
+        yield
+    finally:
+        _CALLER.reset(reset)
+
+
+def caller_token() -> str | None:
+    """The credential set by `acting_as` for the current request, if any (for redaction)."""
+    return _CALLER.get()
 
 
 def _needs_tls(settings: Settings) -> bool:
@@ -78,7 +101,6 @@ class OpenWebUIClient:
         self._http = httpx.AsyncClient(
             base_url=settings.url + "/",
             headers={
-                "Authorization": f"Bearer {settings.api_key.get_secret_value()}",
                 "Accept": "application/json",
                 "User-Agent": f"openwebui-rag-mcp/{__version__}",
             },
@@ -147,7 +169,22 @@ class OpenWebUIClient:
         deadline: float,
     ) -> Json:
         where = f"{method} /{path}"
-        request = self._http.build_request(method, path, params=params, json=json_body, files=files, data=data)
+        token = self._credential()
+        if not token:
+            raise ToolFailure(
+                "auth",
+                f"{where}: no Open WebUI credential: this request carried none and OPENWEBUI_API_KEY is not set",
+                request_sent=False,
+            )
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            json=json_body,
+            files=files,
+            data=data,
+            headers={"Authorization": f"Bearer {token}"},
+        )
         try:
             # The whole exchange, body included, must fit in the timeout: a slow-drip body cannot hang a tool.
             async with asyncio.timeout_at(deadline):
@@ -220,9 +257,22 @@ class OpenWebUIClient:
             f"{where}: the answer is larger than {self._max_response_bytes:,} bytes; refused",
         )
 
+    def _credential(self) -> str:
+        return _CALLER.get() or self._settings.api_key.get_secret_value()
+
+    def credential_key(self) -> str:
+        """A stable name for the current credential that reveals nothing of it (for per-caller caches)."""
+        return hashlib.sha256(self._credential().encode()).hexdigest()
+
     def _redact(self, text: str) -> str:
-        key = self._settings.api_key.get_secret_value()
-        return text.replace(key, "[redacted]") if key else text
+        for secret in (self._settings.api_key.get_secret_value(), _CALLER.get()):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    async def check_credential(self) -> None:
+        """One cheap authorised read with the current credential; a `ToolFailure` when Open WebUI refuses it."""
+        await self._send("GET", "api/v1/knowledge/", params={"page": 1})
 
     def quote(self, text: str) -> str:
         """Upstream text fit to quote in a message: the key redacted, whitespace folded, length capped."""

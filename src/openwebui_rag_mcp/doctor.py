@@ -6,7 +6,6 @@ Exit codes tell the failures apart: 0 all good, 2 configuration, 3 Open WebUI un
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import httpx
@@ -36,7 +35,7 @@ async def diagnose(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> int:
     client = OpenWebUIClient(settings, transport=transport)
-    app = App(settings=settings, client=client, write_lock=asyncio.Lock())
+    app = App(settings=settings, client=client)
     try:
         say(f"configuration: OK (Open WebUI at {settings.url}, timeout {settings.timeout:g} s)")
         try:

@@ -1,7 +1,7 @@
 """The write tools: multi-request sequences that must never damage a user's knowledge.
 
-Each sequence holds `App.write_lock` from its first request to its last, is never retried, and on failure
-says which stage failed, which file exists because of it, and whether anything may have changed.
+Each sequence holds its base's write lock (`App.locks`) from its first request to its last, is never retried, and
+on failure says which stage failed, which file exists because of it, and whether anything may have changed.
 """
 
 from __future__ import annotations
@@ -135,12 +135,12 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
             outcome="not_applied",
         )
     release = await _release(app, "create")
-    async with app.write_lock:
+    async with app.locks.hold("create"):
         try:
             created = await app.client.create_knowledge(release, name, description)
         except ToolFailure as failure:
             raise _failed(failure, "create") from None
-        app.readable.forget()  # the key can read one more base
+        app.readable.forget(app.client)  # the key can read one more base
         try:
             knowledge_id = normalize.created_id(created, "a new knowledge base")
         except ToolFailure as failure:
@@ -250,7 +250,7 @@ async def add_document(
     upload_metadata = {**extra, "title": title, "source": extra.get("source", filename)}
 
     release = await _release(app, "upload")
-    async with app.write_lock:
+    async with app.locks.hold(knowledge_id):
         await _check_writable(app, knowledge_id)
         await _tell(progress, 1, 4, "uploading")
         try:
@@ -350,7 +350,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
     release = await _release(app, "update", file_id)
-    async with app.write_lock:
+    async with app.locks.hold(knowledge_id):
         files = await _require_member(app, knowledge_id, file_id, "update")
         # Open WebUI refuses identical text twice in one base, but only after the file's text has changed:
         # refuse first, while nothing has.
@@ -416,7 +416,7 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
             file_id=file_id,
             outcome="not_applied",
         )
-    async with app.write_lock:
+    async with app.locks.hold(knowledge_id):
         if app.allowed_bases() is not None:  # under an allowlist, never touch a file no allowed base holds
             await _require_member(app, knowledge_id, file_id, "unlink")
         try:

@@ -1,0 +1,172 @@
+"""Write locks per base: in process, and as leases in a shared store (Redis across replicas), with a fake clock
+where a lease expires."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from openwebui_rag_mcp import locks as locks_module
+from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks
+
+pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeStore:
+    """A lease store with Redis's semantics (SET NX PX, compare-and-set renew and release) on a fake clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.leases: dict[str, tuple[str, float]] = {}
+        self.renewals = 0
+
+    def _live(self, key: str) -> tuple[str, float] | None:
+        lease = self.leases.get(key)
+        if lease is not None and lease[1] <= self.clock():
+            del self.leases[key]
+            return None
+        return lease
+
+    async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        if self._live(key) is not None:
+            return False
+        self.leases[key] = (token, self.clock() + ttl_ms / 1000)
+        return True
+
+    async def renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        lease = self._live(key)
+        if lease is None or lease[0] != token:
+            return False
+        self.renewals += 1
+        self.leases[key] = (token, self.clock() + ttl_ms / 1000)
+        return True
+
+    async def release(self, key: str, token: str) -> bool:
+        lease = self._live(key)
+        if lease is None or lease[0] != token:
+            return False
+        del self.leases[key]
+        return True
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_local_locks_serialise_one_base_and_not_two() -> None:
+    locks = LocalLocks()
+    order: list[str] = []
+
+    async def write(base: str, name: str, hold: float) -> None:
+        async with locks.hold(base):
+            order.append(f"{name} in")
+            await asyncio.sleep(hold)
+            order.append(f"{name} out")
+
+    await asyncio.gather(write("a", "a1", 0.03), write("a", "a2", 0.0), write("b", "b1", 0.0))
+    assert order.index("a1 out") < order.index("a2 in")  # one base: one after the other
+    assert order.index("b1 out") < order.index("a1 out")  # another base: not held up
+    assert locks._locks == {}  # nothing kept once nobody holds or waits
+
+
+@pytest.fixture
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(locks_module, "_POLL_FIRST", 0.001)
+    monkeypatch.setattr(locks_module, "_POLL_MAX", 0.002)
+
+
+async def test_a_lease_is_exclusive_per_base_across_replicas(fast_polls: None) -> None:
+    clock = Clock()
+    store = FakeStore(clock)
+    replica_a = LeaseLocks(store, wait_seconds=60, clock=clock)
+    replica_b = LeaseLocks(store, wait_seconds=60, clock=clock)
+    order: list[str] = []
+
+    async def write(locks: LeaseLocks, base: str, name: str) -> None:
+        async with locks.hold(base):
+            order.append(f"{name} in")
+            await asyncio.sleep(0.02)
+            order.append(f"{name} out")
+
+    await asyncio.gather(write(replica_a, "kb", "a"), write(replica_b, "kb", "b"), write(replica_b, "other", "c"))
+    first, second = ("a", "b") if order.index("a in") < order.index("b in") else ("b", "a")
+    assert order.index(f"{first} out") < order.index(f"{second} in")
+    assert order.index("c in") < order.index(f"{first} out")
+    assert store.leases == {}  # released
+
+
+async def test_a_dead_replicas_lease_expires(fast_polls: None) -> None:
+    """A replica that died holding a lease blocks the base only until the lease's ttl has passed."""
+    clock = Clock()
+    store = FakeStore(clock)
+    assert await store.acquire("openwebui-rag-mcp:write:kb", "dead-replica", 30_000)
+    alive = LeaseLocks(store, wait_seconds=120, clock=clock)
+
+    async def later() -> None:
+        await asyncio.sleep(0.01)
+        clock.now = 31.0  # past the dead replica's lease
+
+    entered = asyncio.Event()
+
+    async def write() -> None:
+        async with alive.hold("kb"):
+            entered.set()
+
+    await asyncio.gather(write(), later())
+    assert entered.is_set()
+
+
+async def test_waiting_too_long_is_a_conflict_that_changed_nothing(fast_polls: None) -> None:
+    clock = Clock()
+    store = FakeStore(clock)
+    assert await store.acquire("openwebui-rag-mcp:write:kb", "someone", 600_000)
+    locks = LeaseLocks(store, wait_seconds=5, clock=clock)
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(0.001)
+            clock.now += 1
+
+    ticking = asyncio.create_task(tick())
+    try:
+        with pytest.raises(ToolFailure) as caught:
+            async with locks.hold("kb"):
+                pytest.fail("entered a held lock")
+    finally:
+        ticking.cancel()
+    assert (caught.value.code, caught.value.request_sent, caught.value.retryable) == ("conflict", False, True)
+
+
+async def test_a_held_lease_is_renewed_while_its_write_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write waiting minutes for Open WebUI keeps its lease: renewed every third of the ttl."""
+    clock = Clock()
+    store = FakeStore(clock)
+    locks = LeaseLocks(store, wait_seconds=5, ttl_seconds=0.03, clock=clock)
+    async with locks.hold("kb"):
+        for _ in range(5):
+            await asyncio.sleep(0.012)
+            clock.now += 0.012
+        assert store.renewals >= 3
+        assert "openwebui-rag-mcp:write:kb" in store.leases
+    assert store.leases == {}
+
+
+async def test_an_unreachable_store_refuses_the_write_before_anything_is_sent() -> None:
+    class Broken(FakeStore):
+        async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+            raise ConnectionError("redis down")
+
+    locks = LeaseLocks(Broken(Clock()), wait_seconds=5)
+    with pytest.raises(ToolFailure) as caught:
+        async with locks.hold("kb"):
+            pytest.fail("entered without a lease")
+    assert (caught.value.code, caught.value.request_sent) == ("upstream_unavailable", False)
