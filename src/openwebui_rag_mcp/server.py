@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Annotated, Any
@@ -39,6 +39,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
 from openwebui_rag_mcp.models import (
     DocumentAdded,
     DocumentRemoved,
@@ -503,21 +504,36 @@ def _warm_up_done(task: asyncio.Task[None]) -> None:
         log.warning("reading the Open WebUI release at start failed; will retry on the next call", exc_info=error)
 
 
-def create_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> MCPServer[App]:
-    """Build the server. `transport` replaces the network in tests; the HTTP client itself is made per lifespan."""
+@asynccontextmanager
+async def running_app(
+    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None, locks: WriteLocks | None = None
+) -> AsyncIterator[App]:
+    """The per-process `App`: one Open WebUI client, warmed up at once, closed at the end."""
+    client = OpenWebUIClient(settings, transport=transport)
+    warm_up = asyncio.create_task(client.warm_up())
+    warm_up.add_done_callback(_warm_up_done)
+    try:
+        yield App(settings=settings, client=client, locks=locks or LocalLocks())
+    finally:
+        warm_up.cancel()
+        # Let the cancelled warm-up finish before its client closes; its outcome is the callback's to read.
+        await asyncio.wait([warm_up])
+        await client.aclose()
+
+
+def create_server(
+    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None, shared: App | None = None
+) -> MCPServer[App]:
+    """Build the server. `transport` replaces the network in tests; the HTTP client itself is made per lifespan,
+    unless a `shared` App is given (the HTTP transport owns it, to check credentials and readiness with it)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncGenerator[App, None]:
-        client = OpenWebUIClient(settings, transport=transport)
-        warm_up = asyncio.create_task(client.warm_up())
-        warm_up.add_done_callback(_warm_up_done)
-        try:
-            yield App(settings=settings, client=client, write_lock=asyncio.Lock())
-        finally:
-            warm_up.cancel()
-            # Let the cancelled warm-up finish before its client closes; its outcome is the callback's to read.
-            await asyncio.wait([warm_up])
-            await client.aclose()
+        if shared is not None:
+            yield shared
+            return
+        async with running_app(settings, transport=transport) as app:
+            yield app
 
     specs: list[tuple[Callable[..., Awaitable[CallToolResult]], str, str, ToolAnnotations]] = [
         (knowledge_list, "List knowledge bases", _LIST, READ),

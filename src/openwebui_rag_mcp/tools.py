@@ -25,7 +25,9 @@ K_RERANKER_MAX = 200
 
 async def list_knowledge(app: App) -> KnowledgeList:
     items = list(
-        app.readable.remember(normalize.knowledge_base(item) for item in await app.client.list_knowledge()).values()
+        app.readable.remember(
+            app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
+        ).values()
     )
     allowed = app.allowed_bases()
     if allowed is not None:
@@ -54,7 +56,9 @@ async def search(
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
     if knowledge_ids is None:
-        listed = app.readable.remember(normalize.knowledge_base(item) for item in await app.client.list_knowledge())
+        listed = app.readable.remember(
+            app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
+        )
         allowed = app.allowed_bases()
         # Under an allowlist, only the allowed bases the key can still read: Open WebUI refuses a whole search
         # for a non-admin key when one named base is unreadable.
