@@ -237,6 +237,10 @@ def test_defaults_that_are_not_one_value() -> None:
         "OPENWEBUI_KNOWLEDGE_IDS": "unset: every base the key can read",
         "OPENWEBUI_ALLOW_CREATE": "true, or false when OPENWEBUI_KNOWLEDGE_IDS is set",
         "OPENWEBUI_DISABLED_TOOLS": "empty",
+        "OPENWEBUI_MCP_TOKENS": "empty",
+        "OPENWEBUI_MCP_ALLOWED_HOSTS": "loopback only",
+        "OPENWEBUI_MCP_ALLOWED_ORIGINS": "loopback only",
+        "REDIS_URL": "unset: locks per process",
         "RAG_SCORE_THRESHOLD": "retired",
     }
     assert load_settings(VALID).knowledge_ids is None

@@ -153,7 +153,7 @@ def test_snippet_runs_the_server_with_variables_it_reads(name: str) -> None:
 def test_config_variables_are_found_in_config_py() -> None:
     read = snippets.config_variables()
     assert {"OPENWEBUI_URL", "OPENWEBUI_API_KEY", "OPENWEBUI_TIMEOUT", "RAG_TOP_K", "OPENWEBUI_READ_ONLY"} <= read
-    assert all(re.fullmatch(r"(OPENWEBUI|RAG)_[A-Z_]+", name) for name in read)
+    assert all(re.fullmatch(r"(OPENWEBUI|RAG|REDIS)_[A-Z_]+", name) for name in read)
     # Every variable the server reads is documented in the README's configuration table.
     table = README.read_text(encoding="utf-8")
     assert all(f"| `{name}` |" in table for name in read)

@@ -1,4 +1,5 @@
-"""Command line: `openwebui-rag-mcp` serves MCP over stdio; stdout carries protocol messages and nothing else."""
+"""Command line: `openwebui-rag-mcp` serves MCP over stdio (stdout carries protocol messages and nothing else) or,
+with `--transport streamable-http`, over HTTP for many callers."""
 
 from __future__ import annotations
 
@@ -21,21 +22,27 @@ exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 A
 
 
 class _Redacting(logging.Formatter):
-    """Log lines with the API key blanked out: at DEBUG, httpx and httpcore log upstream headers verbatim, and a
-    misbehaving upstream can echo the key back in one."""
+    """Log lines with credentials blanked out: the API key and, over HTTP, the token of the caller being served (at
+    DEBUG, httpx and httpcore log upstream headers verbatim, and a misbehaving upstream can echo a key back)."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secrets: list[str]) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
-        self._secret = secret
+        self._secrets = [secret for secret in secrets if secret]
 
     def format(self, record: logging.LogRecord) -> str:
-        return super().format(record).replace(self._secret, "[redacted]")
+        from openwebui_rag_mcp.client import caller_token
+
+        text = super().format(record)
+        for secret in [*self._secrets, caller_token()]:
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="openwebui-rag-mcp",
-        description="MCP server (stdio) for the knowledge bases of an Open WebUI instance.",
+        description="MCP server for the knowledge bases of an Open WebUI instance (stdio, or Streamable HTTP).",
         epilog=f"{_EXIT_CODES}\nconfiguration comes from the environment:\n{variables_help()}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -48,17 +55,37 @@ def main(argv: list[str] | None = None) -> None:
         help="serve: run the MCP server on stdio (default); doctor: check the configuration and Open WebUI",
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "streamable-http"),
+        help="serve: stdio (default; one process per client) or streamable-http (one endpoint at /mcp for many "
+        "callers); overrides OPENWEBUI_MCP_TRANSPORT",
+    )
+    parser.add_argument(
+        "--host", help="streamable-http: address to listen on (127.0.0.1); overrides OPENWEBUI_MCP_HOST"
+    )
+    parser.add_argument("--port", help="streamable-http: port (8765); overrides OPENWEBUI_MCP_PORT")
     args = parser.parse_args(argv)
 
+    environ = dict(os.environ)
+    for option, variable in (
+        ("transport", "OPENWEBUI_MCP_TRANSPORT"),
+        ("host", "OPENWEBUI_MCP_HOST"),
+        ("port", "OPENWEBUI_MCP_PORT"),
+    ):
+        if getattr(args, option) is not None:
+            environ[variable] = str(getattr(args, option))
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(environ)
     except ConfigError as error:
         for problem in error.problems:
             print(f"openwebui-rag-mcp: configuration error: {problem}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Redacting(settings.api_key.get_secret_value()))
+    handler.setFormatter(
+        _Redacting([settings.api_key.get_secret_value(), *(t.get_secret_value() for t in settings.service_tokens)])
+    )
     logging.basicConfig(level=settings.log_level, handlers=[handler])
     # httpx logs every request URL at INFO; keep that out unless debugging.
     logging.getLogger("httpx").setLevel(logging.DEBUG if settings.log_level == "DEBUG" else logging.WARNING)
@@ -72,6 +99,12 @@ def main(argv: list[str] | None = None) -> None:
         from openwebui_rag_mcp.doctor import diagnose
 
         sys.exit(asyncio.run(diagnose(settings, deep=args.deep)))
+
+    if settings.transport == "streamable-http":
+        from openwebui_rag_mcp.web import serve
+
+        serve(settings)
+        return
 
     from openwebui_rag_mcp.server import create_server
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from openwebui_rag_mcp import normalize
@@ -24,6 +26,31 @@ READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
 # Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
 READABLE_TTL_SECONDS = 30.0
+
+
+# A caller that asked for read-only access for its request (HTTP transport, X-OpenWebUI-Read-Only): it can narrow
+# what this server does for it, never widen it.
+_READING_ONLY: ContextVar[bool] = ContextVar("openwebui_rag_mcp_reading_only", default=False)
+
+
+@contextmanager
+def reading_only(narrowed: bool) -> Iterator[None]:
+    """Refuse every write made inside this block when `narrowed`."""
+    reset = _READING_ONLY.set(narrowed or _READING_ONLY.get())
+    try:
+        yield
+    finally:
+        _READING_ONLY.reset(reset)
+
+
+def check_writes_allowed() -> None:
+    if _READING_ONLY.get():
+        raise ToolFailure(
+            "forbidden",
+            "this request asked for read-only access (X-OpenWebUI-Read-Only); nothing was changed",
+            outcome="not_applied",
+            request_sent=False,
+        )
 
 
 def check_id(value: str, what: str) -> str:

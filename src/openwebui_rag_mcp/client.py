@@ -129,6 +129,7 @@ class OpenWebUIClient:
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         data: Mapping[str, str] | None = None,
         read: bool | None = None,
+        credential_optional: bool = False,
     ) -> Json:
         """The parsed JSON body of a 2xx answer, or a `ToolFailure`.
 
@@ -141,7 +142,15 @@ class OpenWebUIClient:
         deadline = loop.time() + self._settings.timeout
         try:
             return await self._send_once(
-                method, path, params=params, json_body=json_body, files=files, data=data, read=retry, deadline=deadline
+                method,
+                path,
+                params=params,
+                json_body=json_body,
+                files=files,
+                data=data,
+                read=retry,
+                deadline=deadline,
+                credential_optional=credential_optional,
             )
         except ToolFailure as failure:
             wait = failure.retry_after
@@ -153,7 +162,15 @@ class OpenWebUIClient:
             log.info("%s %s: retrying after %.1f s", method, path, wait)
         await asyncio.sleep(wait)
         return await self._send_once(
-            method, path, params=params, json_body=json_body, files=files, data=data, read=retry, deadline=deadline
+            method,
+            path,
+            params=params,
+            json_body=json_body,
+            files=files,
+            data=data,
+            read=retry,
+            deadline=deadline,
+            credential_optional=credential_optional,
         )
 
     async def _send_once(
@@ -167,10 +184,11 @@ class OpenWebUIClient:
         data: Mapping[str, str] | None,
         read: bool,
         deadline: float,
+        credential_optional: bool = False,
     ) -> Json:
         where = f"{method} /{path}"
         token = self._credential()
-        if not token:
+        if not token and not credential_optional:
             raise ToolFailure(
                 "auth",
                 f"{where}: no Open WebUI credential: this request carried none and OPENWEBUI_API_KEY is not set",
@@ -183,7 +201,7 @@ class OpenWebUIClient:
             json=json_body,
             files=files,
             data=data,
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {token}"} if token else None,
         )
         try:
             # The whole exchange, body included, must fit in the timeout: a slow-drip body cannot hang a tool.
@@ -340,7 +358,8 @@ class OpenWebUIClient:
         async with self._release_lock:
             if self._release is None or self._release is stale:
                 try:
-                    body = await self._send("GET", "api/version")
+                    # Open WebUI answers it without a credential (the HTTP transport reads it before any caller).
+                    body = await self._send("GET", "api/version", credential_optional=True)
                 except ToolFailure as failure:
                     if failure.code == "not_found":
                         raise ToolFailure(
@@ -483,6 +502,71 @@ class OpenWebUIClient:
             await self._send("GET", "api/v1/knowledge/", params=params), "the list of knowledge bases"
         )
         return total if total is not None else len(items)
+
+    async def knowledge_page(self, page: int) -> tuple[list[Mapping[str, Any]], int | None]:
+        """One page of `GET /knowledge/` (0.6.42+: 30 bases, most recently updated first) and the total it reports;
+        a total of None means the answer was the older flat list of every base."""
+        return normalize.page(
+            await self._send("GET", "api/v1/knowledge/", params={"page": page}), "the list of knowledge bases"
+        )
+
+    async def search_knowledge(self, query: str) -> list[Mapping[str, Any]]:
+        """Every base `GET /knowledge/search?query=` (0.6.42+) matches, in its order: all pages, or a failure.
+
+        Open WebUI matches `%query%` with ILIKE on the name and description (0.12 also the owner's name, email and
+        username), so the caller filters the answer again. Pages are read like `_all_pages` reads a list: page 1
+        tells the total, the rest a few at a time, and a list that comes out short is read once more, then refused.
+        """
+        path = "api/v1/knowledge/search"
+        what = "the knowledge bases matching a query"
+
+        async def read(number: int) -> tuple[list[Mapping[str, Any]], int | None]:
+            return normalize.page(await self._send("GET", path, params={"query": query, "page": number}), what)
+
+        gate = asyncio.Semaphore(_PAGE_CONCURRENCY)
+
+        async def gated(number: int) -> list[Mapping[str, Any]]:
+            async with gate:
+                return (await read(number))[0]
+
+        for _ in (1, 2):
+            first, total = await read(1)
+            if total is None:
+                raise normalize.unexpected(f"{what} as a flat list")
+            if total <= len(first):
+                return first
+            if not first:
+                raise normalize.unexpected(f"{what}: an empty first page of {total} items")
+            if total > self._max_list_items:
+                raise ToolFailure(
+                    "unexpected_response",
+                    f"GET /{path}: Open WebUI reports {total:,} matching bases, more than this server reads in one "
+                    f"list ({self._max_list_items:,}); refused rather than answer with part of it",
+                )
+            try:
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(gated(n)) for n in range(2, math.ceil(total / len(first)) + 1)]
+            except ExceptionGroup as failures:  # the first failure stopped the others; it is the one to report
+                raise failures.exceptions[0] from None
+            seen: set[object] = set()
+            items: list[Mapping[str, Any]] = []
+            for item in [*first, *(item for task in tasks for item in task.result())]:
+                if item.get("id") not in seen:  # an item can move between pages while we read them
+                    seen.add(item.get("id"))
+                    items.append(item)
+            if len(items) >= total:
+                return items
+            log.info(
+                "GET /%s: %d of %d matches; the list changed while it was read, reading it again",
+                path,
+                len(items),
+                total,
+            )
+        raise ToolFailure(
+            "unexpected_response",
+            f"GET /{path}: Open WebUI listed {len(items)} of the {total} matching bases it reports, twice; refused "
+            "rather than answer with part of the list",
+        )
 
     async def knowledge(self, knowledge_id: str) -> Mapping[str, Any]:
         body = await self._send("GET", f"api/v1/knowledge/{segment(knowledge_id)}")

@@ -70,6 +70,15 @@ class Settings:
     allow_create: bool = False
     read_only: bool = False
     disabled_tools: frozenset[str] = frozenset()
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    auth_mode: str = "caller"
+    service_tokens: tuple[SecretStr, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 16 * 1024 * 1024
+    redis_url: SecretStr | None = None
     warnings: tuple[str, ...] = ()
 
     def tool_enabled(self, name: str) -> bool:
@@ -172,9 +181,17 @@ def _url(reading: _Reading, variable: Variable) -> str:
     return url
 
 
+def _per_caller_http(reading: _Reading) -> bool:
+    """Serving HTTP with each caller's own credential: no key of the server's own is needed."""
+    transport = reading.text("OPENWEBUI_MCP_TRANSPORT") or "stdio"
+    return transport == "streamable-http" and (reading.text("OPENWEBUI_MCP_AUTH") or "caller") == "caller"
+
+
 def _api_key(reading: _Reading, variable: Variable) -> SecretStr:
     name = variable.name
     api_key = reading.text(name)
+    if not api_key and _per_caller_http(reading):
+        return SecretStr("")
     if not api_key:
         reading.problems.append(f"{name} is not set: create one in Open WebUI under Settings > Account > API keys")
     elif any(c.isspace() for c in api_key):
@@ -263,6 +280,61 @@ def _disabled_tools(reading: _Reading, variable: Variable) -> frozenset[str]:
     return disabled_tools
 
 
+def _choice(*options: str) -> Rule:
+    def read(reading: _Reading, variable: Variable) -> str:
+        raw = reading.text(variable.name) or str(_default_of(variable))
+        if raw not in options:
+            reading.problems.append(f"{variable.name} must be one of {', '.join(options)}, got {raw!r}")
+        return raw
+
+    return read
+
+
+def _text(reading: _Reading, variable: Variable) -> str:
+    return reading.text(variable.name) or str(_default_of(variable))
+
+
+def _list(reading: _Reading, variable: Variable) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_names(reading, variable.name)))
+
+
+SERVICE_TOKEN_MIN_CHARS = 16
+
+
+def _service_tokens(reading: _Reading, variable: Variable) -> tuple[SecretStr, ...]:
+    name = variable.name
+    tokens = _names(reading, name)
+    service = reading.values.get("transport") == "streamable-http" and reading.values.get("auth_mode") == "service"
+    if service and not tokens:
+        reading.problems.append(
+            f"{name} is not set: in service mode (OPENWEBUI_MCP_AUTH=service) callers authenticate with one of these "
+            "bearer tokens"
+        )
+    short = sum(1 for token in tokens if len(token) < SERVICE_TOKEN_MIN_CHARS or not token.isascii())
+    if short:
+        reading.problems.append(
+            f"{name} holds {short} token(s) shorter than {SERVICE_TOKEN_MIN_CHARS} ASCII characters; use long random "
+            "tokens (e.g. openssl rand -hex 32)"
+        )
+    return tuple(SecretStr(token) for token in tokens)
+
+
+def _redis_url(reading: _Reading, variable: Variable) -> SecretStr | None:
+    raw = reading.text(variable.name)
+    if not raw:
+        return None
+    if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
+        reading.problems.append(f"{variable.name} must be a redis://, rediss:// or unix:// URL")
+    else:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            reading.problems.append(
+                f"{variable.name} is set but the redis package is missing: pip install 'openwebui-rag-mcp[redis]'"
+            )
+    return SecretStr(raw)
+
+
 # In the order problems are reported. A new variable gets a row here, in README.md's and README.ru.md's
 # configuration tables and in .env.example; tests/test_config_docs.py checks that they agree.
 VARIABLES: tuple[Variable, ...] = (
@@ -312,6 +384,57 @@ VARIABLES: tuple[Variable, ...] = (
         "comma-separated tool names (aliases included) to leave out",
         _disabled_tools,
         note="empty",
+    ),
+    Variable(
+        "OPENWEBUI_MCP_TRANSPORT",
+        "transport",
+        "stdio, or streamable-http to serve many callers at /mcp (the --transport option wins)",
+        _choice("stdio", "streamable-http"),
+    ),
+    Variable("OPENWEBUI_MCP_HOST", "host", "address the HTTP transport listens on (--host wins)", _text),
+    _number("OPENWEBUI_MCP_PORT", "port", "port of the HTTP transport (--port wins)", 1, 65_535, integer=True),
+    Variable(
+        "OPENWEBUI_MCP_AUTH",
+        "auth_mode",
+        "HTTP: caller (each request's own Open WebUI key or token is used) or service (OPENWEBUI_API_KEY for "
+        "everyone, callers admitted by OPENWEBUI_MCP_TOKENS)",
+        _choice("caller", "service"),
+    ),
+    Variable(
+        "OPENWEBUI_MCP_TOKENS",
+        "service_tokens",
+        "HTTP service mode: comma-separated bearer tokens callers must present",
+        _service_tokens,
+        note="empty",
+    ),
+    Variable(
+        "OPENWEBUI_MCP_ALLOWED_HOSTS",
+        "allowed_hosts",
+        "HTTP: Host header values accepted besides loopback, e.g. mcp.example.com (behind a reverse proxy)",
+        _list,
+        note="loopback only",
+    ),
+    Variable(
+        "OPENWEBUI_MCP_ALLOWED_ORIGINS",
+        "allowed_origins",
+        "HTTP: Origin header values accepted besides loopback, e.g. https://chat.example.com",
+        _list,
+        note="loopback only",
+    ),
+    _number(
+        "OPENWEBUI_MCP_MAX_BODY_BYTES",
+        "max_body_bytes",
+        "HTTP: largest request body (2,000,000 CJK characters of knowledge_add text are about 6 MB, 12 MB escaped)",
+        1_048_576,
+        268_435_456,
+        integer=True,
+    ),
+    Variable(
+        "REDIS_URL",
+        "redis_url",
+        "HTTP with several replicas: Redis for write locks shared by all of them (needs the [redis] extra)",
+        _redis_url,
+        note="unset: locks per process",
     ),
     Variable(
         "RAG_SCORE_THRESHOLD",

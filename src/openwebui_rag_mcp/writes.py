@@ -20,7 +20,7 @@ import anyio
 from anyio.lowlevel import checkpoint
 
 from openwebui_rag_mcp import normalize
-from openwebui_rag_mcp.app import App, check_id
+from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, KnowledgeCreated
@@ -121,6 +121,7 @@ async def _release(app: App, stage: Stage, file_id: str | None = None) -> Releas
 
 
 async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCreated:
+    check_writes_allowed()
     name = _check_text(name, "name", NAME_MAX_CHARS).strip()
     if len(description) > DESCRIPTION_MAX_CHARS:
         raise invalid_argument(
@@ -242,6 +243,7 @@ async def add_document(
     metadata: Mapping[str, Any] | None,
     progress: Progress = _no_progress,
 ) -> DocumentAdded:
+    check_writes_allowed()
     app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
     title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
@@ -346,6 +348,7 @@ async def _require_member(app: App, knowledge_id: str, file_id: str, stage: Stag
 
 
 async def update_document(app: App, file_id: str, text: str, knowledge_id: str) -> DocumentUpdated:
+    check_writes_allowed()
     check_id(file_id, "file_id")
     app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
@@ -398,6 +401,7 @@ async def _replace_text(app: App, release: Release, knowledge_id: str, file_id: 
 
 
 async def remove_document(app: App, knowledge_id: str, file_id: str) -> DocumentRemoved:
+    check_writes_allowed()
     app.check_base(knowledge_id)
     check_id(file_id, "file_id")
     release = await _release(app, "unlink", file_id)
