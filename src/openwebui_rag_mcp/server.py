@@ -522,7 +522,10 @@ async def running_app(
 
 
 def create_server(
-    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None, shared: App | None = None
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    shared: Callable[[], App] | None = None,
 ) -> MCPServer[App]:
     """Build the server. `transport` replaces the network in tests; the HTTP client itself is made per lifespan,
     unless a `shared` App is given (the HTTP transport owns it, to check credentials and readiness with it)."""
@@ -530,7 +533,7 @@ def create_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncGenerator[App, None]:
         if shared is not None:
-            yield shared
+            yield shared()
             return
         async with running_app(settings, transport=transport) as app:
             yield app
