@@ -241,6 +241,7 @@ def test_defaults_that_are_not_one_value() -> None:
         "OPENWEBUI_MCP_ALLOWED_HOSTS": "loopback only",
         "OPENWEBUI_MCP_ALLOWED_ORIGINS": "loopback only",
         "REDIS_URL": "unset: locks per process",
+        "OPENWEBUI_UPLOAD_DIRS": "none: only content_base64",
         "RAG_SCORE_THRESHOLD": "retired",
     }
     assert load_settings(VALID).knowledge_ids is None

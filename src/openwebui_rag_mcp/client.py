@@ -613,11 +613,13 @@ class OpenWebUIClient:
             body["access_control"] = {}
         return _object(await self._send("POST", "api/v1/knowledge/create", json_body=body), "a new knowledge base")
 
-    async def upload(self, filename: str, content: bytes, metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def upload(
+        self, filename: str, content: bytes, metadata: Mapping[str, Any], content_type: str = "text/markdown"
+    ) -> Mapping[str, Any]:
         answer = await self._send(
             "POST",
             "api/v1/files/",
-            files={"file": (filename, content, "text/markdown")},
+            files={"file": (filename, content, content_type)},
             data={"metadata": json.dumps(metadata, ensure_ascii=False)},
         )
         return _object(answer, "an uploaded file")

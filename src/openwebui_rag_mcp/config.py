@@ -79,6 +79,8 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = 16 * 1024 * 1024
     redis_url: SecretStr | None = None
+    upload_dirs: tuple[str, ...] = ()
+    upload_max_bytes: int = 10 * 1024 * 1024
     warnings: tuple[str, ...] = ()
 
     def tool_enabled(self, name: str) -> bool:
@@ -335,6 +337,18 @@ def _redis_url(reading: _Reading, variable: Variable) -> SecretStr | None:
     return SecretStr(raw)
 
 
+def _upload_dirs(reading: _Reading, variable: Variable) -> tuple[str, ...]:
+    import os
+
+    dirs: list[str] = []
+    for raw in _names(reading, variable.name):
+        resolved = os.path.realpath(os.path.expanduser(raw))
+        if not os.path.isdir(resolved):
+            reading.problems.append(f"{variable.name} names {raw!r}, which is not a directory")
+        dirs.append(resolved)
+    return tuple(dict.fromkeys(dirs))
+
+
 # In the order problems are reported. A new variable gets a row here, in README.md's and README.ru.md's
 # configuration tables and in .env.example; tests/test_config_docs.py checks that they agree.
 VARIABLES: tuple[Variable, ...] = (
@@ -435,6 +449,21 @@ VARIABLES: tuple[Variable, ...] = (
         "HTTP with several replicas: Redis for write locks shared by all of them (needs the [redis] extra)",
         _redis_url,
         note="unset: locks per process",
+    ),
+    Variable(
+        "OPENWEBUI_UPLOAD_DIRS",
+        "upload_dirs",
+        "comma-separated directories knowledge_add_file may read local files from (stdio only)",
+        _upload_dirs,
+        note="none: only content_base64",
+    ),
+    _number(
+        "OPENWEBUI_UPLOAD_MAX_BYTES",
+        "upload_max_bytes",
+        "largest file knowledge_add_file sends to Open WebUI, in bytes",
+        1,
+        1_073_741_824,
+        integer=True,
     ),
     Variable(
         "RAG_SCORE_THRESHOLD",

@@ -167,3 +167,14 @@ class DocumentRemoved(_Result):
     knowledge_id: str
     file_id: str
     file_kept: Literal[True]
+
+
+class FileAdded(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    file_id: str
+    title: str
+    filename: str
+    size: int
+    extracted_chars: int
+    status: str

@@ -7,13 +7,19 @@ on failure says which stage failed, which file exists because of it, and whether
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import json
 import logging
+import mimetypes
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,7 +29,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
-from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, KnowledgeCreated
+from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, FileAdded, KnowledgeCreated
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 log = logging.getLogger(__name__)
@@ -249,14 +255,43 @@ async def add_document(
     title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
     extra = check_metadata(metadata)
     filename = safe_filename(title)
-    upload_metadata = {**extra, "title": title, "source": extra.get("source", filename)}
+    upload = Upload(
+        filename, text.encode(), "text/markdown", {**extra, "title": title, "source": extra.get("source", filename)}
+    )
+    added = await upload_to_base(app, knowledge_id, upload, progress, text=text, tool="knowledge_add")
+    return DocumentAdded(
+        ok=True, knowledge_id=knowledge_id, file_id=added.file_id, title=title, filename=filename, status=added.status
+    )
 
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    filename: str
+    content: bytes
+    content_type: str
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Uploaded:
+    file_id: str
+    status: str
+    extracted_chars: int | None  # None when the text was ours (knowledge_add), not extracted by Open WebUI
+
+
+async def upload_to_base(
+    app: App, knowledge_id: str, upload: Upload, progress: Progress, *, text: str | None, tool: str
+) -> Uploaded:
+    """Upload, wait until Open WebUI has processed the file, attach it to the base; under the base's write lock.
+
+    `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
+    empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
     async with app.locks.hold(knowledge_id):
         await _check_writable(app, knowledge_id)
         await _tell(progress, 1, 4, "uploading")
         try:
-            answer = await app.client.upload(filename, text.encode(), upload_metadata)
+            answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
         except ToolFailure as failure:
             raise _failed(failure, "upload") from None
         try:
@@ -266,40 +301,58 @@ async def add_document(
         # A file now exists that did not before. From here the sequence runs to its end, even when the client
         # cancels the call (TypeScript clients give up after 60 s): it adds the file or removes it again.
         with anyio.CancelScope(shield=True):
-            status = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress)
+            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload.filename)
         try:
             await checkpoint()
         except anyio.get_cancelled_exc_class():
             log.warning(
-                "knowledge_add was cancelled by the client after the upload; it finished anyway: file %s is in "
-                "knowledge base %s",
+                "%s was cancelled by the client after the upload; it finished anyway: file %s is in knowledge base %s",
+                tool,
                 uploaded.file_id,
                 knowledge_id,
             )
             raise
-    return DocumentAdded(
-        ok=True, knowledge_id=knowledge_id, file_id=uploaded.file_id, title=title, filename=filename, status=status
-    )
+    return done
+
+
+async def _extracted(app: App, file_id: str, filename: str) -> str:
+    """The text Open WebUI extracted from an uploaded file; a failure when it extracted none."""
+    document = normalize.file_text(await app.client.file(file_id), offset=0, max_chars=10**9)
+    if not document.text.strip():
+        raise ToolFailure(
+            "upstream_error",
+            f"Open WebUI extracted no text from {filename!r} (an image-only PDF with no OCR configured, or a type its "
+            "loaders do not read)",
+        )
+    return document.text
 
 
 async def _process_and_attach(
-    app: App, release: Release, knowledge_id: str, uploaded: normalize.FileRecord, text: str, progress: Progress
-) -> str:
-    """The rest of knowledge_add once the file exists: it ends with the file in the base, or removed again (or,
-    when even that fails, named in the error)."""
+    app: App,
+    release: Release,
+    knowledge_id: str,
+    uploaded: normalize.FileRecord,
+    text: str | None,
+    progress: Progress,
+    filename: str,
+) -> Uploaded:
+    """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
+    even that fails, named in the error)."""
     file_id = uploaded.file_id
     await _tell(progress, 2, 4, "processing")
     try:
         status = await _wait_processed(app, release, uploaded, progress)
+        extracted = await _extracted(app, file_id, filename) if text is None else None
     except ToolFailure as failure:
         raise await _discard(app, file_id, failure, "process") from None
+    content = text if text is not None else extracted or ""
 
     await _tell(progress, 3, 4, "attaching")
     try:
         await app.client.add_file(knowledge_id, file_id)
     except ToolFailure as failure:
         if failure.code == "duplicate_content":
-            holder = await _holder_of(app, knowledge_id, text)
+            holder = await _holder_of(app, knowledge_id, content)
             where = f" (file_id {holder})" if holder else ""
             message = f"knowledge base {knowledge_id} already holds a document with this exact text{where}; "
             failure = replace(failure, message=message + "the new copy was not added.", existing_file_id=holder)
@@ -317,7 +370,7 @@ async def _process_and_attach(
             "knowledge_files."
         ) from None
     await _tell(progress, 4, 4, "done")
-    return status
+    return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
 
 
 async def _listed(app: App, knowledge_id: str, file_id: str) -> bool | None:
@@ -444,3 +497,148 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
                 outcome="partial_or_unknown",
             )
     return DocumentRemoved(ok=True, knowledge_id=knowledge_id, file_id=file_id, file_kept=True)
+
+
+# -- files: Open WebUI extracts the text --------------------------------------------------------------------------
+
+# Extensions kept on an uploaded file's name: Open WebUI picks its loader by them.
+_EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
+
+
+@dataclass(frozen=True, slots=True)
+class FileSource:
+    """Where a file's bytes come from: a local `path` or `content_base64` with a `filename`."""
+
+    path: str | None
+    content_base64: str | None
+    filename: str | None
+
+
+def upload_name(original: str, title: str | None) -> str:
+    """The name a file is uploaded under: safe, bounded in bytes, with its original extension (Open WebUI chooses
+    how to extract by it)."""
+    original = original.replace("\\", "/").rsplit("/", 1)[-1]  # a name, never a path
+    stem, dot, extension = original.rpartition(".")
+    has_extension = bool(dot and stem and _EXTENSION.fullmatch(f".{extension}"))
+    suffix = f".{extension.lower()}" if has_extension else ""
+    base = safe_filename(title or (stem if has_extension else original)).removesuffix(".md")
+    base = base.encode()[: FILENAME_MAX_BYTES - len(suffix.encode())].decode("utf-8", "ignore").strip("_") or "document"
+    return base + suffix
+
+
+def _refuse(message: str, code: ErrorCode = "invalid_argument") -> ToolFailure:
+    return ToolFailure(code, message, stage="upload", outcome="not_applied", request_sent=False)
+
+
+def read_source(app: App, source: FileSource) -> tuple[str, bytes]:
+    """(original filename, bytes) of a file to add, after every check that needs no request: which source, the
+    allowed directories (symlinks and `..` resolved first), the kind of file and the size limit. Messages name the
+    rule and the path as given, never the file's content."""
+    limit = app.settings.upload_max_bytes
+    if (source.path is None) == (source.content_base64 is None):
+        raise _refuse("give exactly one of path (a local file) or content_base64 (with filename)")
+    if source.content_base64 is not None:
+        if not source.filename or not source.filename.strip():
+            raise _refuse("content_base64 needs a filename (with its extension, e.g. report.pdf)")
+        encoded = source.content_base64
+        # Base64 is 4 characters per 3 bytes (line breaks aside): refuse a clearly oversized file before decoding it.
+        if len(encoded) > (limit // 3 + 1) * 4 * 1.1 + 1024:
+            raise _refuse(f"the file is larger than {limit:,} bytes (OPENWEBUI_UPLOAD_MAX_BYTES)", "too_large")
+        try:
+            content = base64.b64decode("".join(encoded.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise _refuse("content_base64 is not valid base64") from None
+        if len(content) > limit:
+            raise _refuse(
+                f"the file is {len(content):,} bytes; the limit is {limit:,} (OPENWEBUI_UPLOAD_MAX_BYTES)", "too_large"
+            )
+        if not content:
+            raise _refuse("the file is empty")
+        return source.filename.strip(), content
+    assert source.path is not None
+    return source.path.rsplit("/", 1)[-1], _read_local(app, source.path)
+
+
+def _read_local(app: App, given: str) -> bytes:
+    settings = app.settings
+    if settings.transport != "stdio":
+        raise _refuse(
+            "path is refused over the HTTP transport (the server's disk is not the caller's); send content_base64",
+            "forbidden",
+        )
+    if not settings.upload_dirs:
+        raise _refuse(
+            "reading local files is switched off: no directory is listed in OPENWEBUI_UPLOAD_DIRS; send "
+            "content_base64, or ask the operator to list the directory",
+            "forbidden",
+        )
+    if "\x00" in given:
+        raise _refuse("path contains a NUL character")
+    resolved = Path(os.path.realpath(os.path.expanduser(given)))  # symlinks and ".." resolved before the check
+    if not any(resolved.is_relative_to(allowed) for allowed in settings.upload_dirs):
+        raise _refuse(
+            f"path {given!r} is outside the directories in OPENWEBUI_UPLOAD_DIRS (after resolving links and '..')",
+            "forbidden",
+        )
+    try:
+        info = resolved.stat()
+    except FileNotFoundError:
+        raise _refuse(f"path {given!r} does not exist", "not_found") from None
+    except OSError as error:
+        raise _refuse(
+            f"path {given!r} cannot be read ({error.strerror or type(error).__name__})", "forbidden"
+        ) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise _refuse(f"path {given!r} is a directory; give one file (the sync command adds folders)")
+    if not stat.S_ISREG(info.st_mode):
+        raise _refuse(f"path {given!r} is not a regular file (a FIFO, socket or device is never read)")
+    limit = settings.upload_max_bytes
+    if info.st_size > limit:
+        raise _refuse(
+            f"path {given!r} is {info.st_size:,} bytes; the limit is {limit:,} (OPENWEBUI_UPLOAD_MAX_BYTES)",
+            "too_large",
+        )
+    try:
+        with resolved.open("rb") as handle:
+            content = handle.read(limit + 1)
+    except OSError as error:
+        raise _refuse(
+            f"path {given!r} cannot be read ({error.strerror or type(error).__name__})", "forbidden"
+        ) from None
+    if len(content) > limit:
+        raise _refuse(f"path {given!r} grew past {limit:,} bytes while it was read", "too_large")
+    if not content:
+        raise _refuse(f"path {given!r} is empty")
+    return content
+
+
+async def add_file(
+    app: App,
+    knowledge_id: str,
+    source: FileSource,
+    title: str | None,
+    metadata: Mapping[str, Any] | None,
+    progress: Progress = _no_progress,
+) -> FileAdded:
+    check_writes_allowed()
+    app.check_base(knowledge_id)
+    if title is not None:
+        title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
+    extra = check_metadata(metadata)
+    original, content = read_source(app, source)
+    filename = upload_name(original, title)
+    shown_title = title or original
+    content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    upload_metadata = {**extra, "title": shown_title, "source": extra.get("source", original)}
+    upload = Upload(filename, content, content_type, upload_metadata)
+    added = await upload_to_base(app, knowledge_id, upload, progress, text=None, tool="knowledge_add_file")
+    return FileAdded(
+        ok=True,
+        knowledge_id=knowledge_id,
+        file_id=added.file_id,
+        title=shown_title,
+        filename=filename,
+        size=len(content),
+        extracted_chars=added.extracted_chars or 0,
+        status=added.status,
+    )
