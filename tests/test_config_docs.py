@@ -16,7 +16,7 @@ DECLARED = {variable.name: variable for variable in VARIABLES}
 VALUE_DEFAULTS = {variable.name: variable.default for variable in VARIABLES if variable.has_value_default}
 RETIRED = {variable.name for variable in VARIABLES if variable.field is None}
 REQUIRED = {name for name, variable in DECLARED.items() if variable.default == "required"}
-VARIABLE_NAME = re.compile(r"\b(?:OPENWEBUI|RAG)_[A-Z0-9_]*[A-Z0-9]\b")
+VARIABLE_NAME = re.compile(r"\b(?:OPENWEBUI_[A-Z0-9_]*[A-Z0-9]|RAG_[A-Z0-9_]*[A-Z0-9]|REDIS_URL)\b")
 
 
 def help_text(capsys: pytest.CaptureFixture[str]) -> str:

@@ -391,7 +391,7 @@ class OpenWebUIClient:
     # -- reads ------------------------------------------------------------------------------------------------
 
     async def _all_pages(
-        self, path: str, what: str, first_answer: Json = None
+        self, path: str, what: str, first_answer: Json = None, params: Mapping[str, str] | None = None
     ) -> tuple[list[Mapping[str, Any]], int | None]:
         """Every item of a paged list, or a failure: never a silently short list.
 
@@ -402,7 +402,7 @@ class OpenWebUIClient:
         for attempt in (1, 2):
             body = first_answer if attempt == 1 and first_answer is not None else None
             if body is None:
-                body = await self._send("GET", path, params={"page": 1})
+                body = await self._send("GET", path, params={**(params or {}), "page": 1})
             first, total = normalize.page(body, what)
             if total is None or total <= len(first):
                 return first, total if total is not None else len(first)
@@ -414,7 +414,7 @@ class OpenWebUIClient:
                     f"GET /{path}: Open WebUI reports {total:,} items, more than this server reads in one list "
                     f"({self._max_list_items:,}); refused rather than answer with part of it",
                 )
-            items = await self._rest_of_pages(path, what, first, math.ceil(total / len(first)))
+            items = await self._rest_of_pages(path, what, first, math.ceil(total / len(first)), params or {})
             if len(items) >= total:
                 return items, total
             log.info(
@@ -427,7 +427,7 @@ class OpenWebUIClient:
         )
 
     async def _rest_of_pages(
-        self, path: str, what: str, first: list[Mapping[str, Any]], pages: int
+        self, path: str, what: str, first: list[Mapping[str, Any]], pages: int, params: Mapping[str, str]
     ) -> list[Mapping[str, Any]]:
         """Pages 2..`pages` read by `_PAGE_CONCURRENCY` workers in page order, merged without duplicates."""
         found: dict[int, list[Mapping[str, Any]]] = {1: first}
@@ -439,7 +439,7 @@ class OpenWebUIClient:
             while next_page <= last_page:
                 number = next_page
                 next_page += 1
-                items, _ = normalize.page(await self._send("GET", path, params={"page": number}), what)
+                items, _ = normalize.page(await self._send("GET", path, params={**params, "page": number}), what)
                 if not items:
                     last_page = min(last_page, number - 1)  # past the end: no need to ask for later pages
                 found[number] = items
@@ -502,13 +502,6 @@ class OpenWebUIClient:
             await self._send("GET", "api/v1/knowledge/", params=params), "the list of knowledge bases"
         )
         return total if total is not None else len(items)
-
-    async def knowledge_page(self, page: int) -> tuple[list[Mapping[str, Any]], int | None]:
-        """One page of `GET /knowledge/` (0.6.42+: 30 bases, most recently updated first) and the total it reports;
-        a total of None means the answer was the older flat list of every base."""
-        return normalize.page(
-            await self._send("GET", "api/v1/knowledge/", params={"page": page}), "the list of knowledge bases"
-        )
 
     async def search_knowledge(self, query: str) -> list[Mapping[str, Any]]:
         """Every base `GET /knowledge/search?query=` (0.6.42+) matches, in its order: all pages, or a failure.
@@ -587,6 +580,21 @@ class OpenWebUIClient:
             if page is None:
                 return await self._all_pages(path, "the files of a knowledge base")
             return normalize.page(await self._send("GET", path, params={"page": page}), "the files of a knowledge base")
+
+        return await self._per_release(read)
+
+    async def files_containing(self, knowledge_id: str, phrase: str) -> list[Mapping[str, Any]]:
+        """The documents of a base that may contain `phrase`: Open WebUI's own content search narrows the list where
+        the release has it (a case-insensitive superset of the exact matches); older releases ignore the filter and
+        list every document, which is a superset too."""
+
+        async def read(release: Release) -> list[Mapping[str, Any]]:
+            if not release.paged_lists:
+                return normalize.nested_files(await self.knowledge(knowledge_id))
+            path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
+            params = {"query": phrase, "include_content": "true"}
+            items, _ = await self._all_pages(path, "the files of a knowledge base", params=params)
+            return items
 
         return await self._per_release(read)
 

@@ -178,3 +178,21 @@ class FileAdded(_Result):
     size: int
     extracted_chars: int
     status: str
+
+
+class ExactMatch(_Result):
+    file_id: str
+    title: str | None
+    line: int
+    text: str
+    truncated: bool
+
+
+class ExactMatches(_Result):
+    knowledge_id: str
+    phrase: str
+    matches: list[ExactMatch]
+    count: int
+    files_scanned: int
+    files_capped: bool
+    matches_capped: bool

@@ -1,0 +1,65 @@
+"""Exact search: the lines of a base's documents that contain a phrase or identifier, with line numbers.
+
+Semantic search ranks an exact identifier (`ERR-4711`, a function name, a part number) badly; this finds it. Open
+WebUI's own content search narrows the documents to read where the release has it; the text of each candidate is
+then read and scanned line by line, so the answer is exact on every release. Both the documents read and the
+matches returned are capped, and the answer says when a cap was reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.app import App, check_range
+from openwebui_rag_mcp.errors import invalid_argument
+from openwebui_rag_mcp.models import ExactMatch, ExactMatches
+
+PHRASE_MAX_CHARS = 500
+FILES_MAX = 500
+MATCHES_MAX = 500
+LINE_MAX_CHARS = 400
+_READERS = 4
+
+
+async def find_exact(
+    app: App, knowledge_id: str, phrase: str, case_sensitive: bool, max_files: int, max_matches: int
+) -> ExactMatches:
+    app.check_base(knowledge_id)
+    if not phrase.strip():
+        raise invalid_argument("phrase must not be empty")
+    if len(phrase) > PHRASE_MAX_CHARS or "\n" in phrase:
+        raise invalid_argument(f"phrase must be one line of at most {PHRASE_MAX_CHARS} characters")
+    check_range(max_files, "max_files", 1, FILES_MAX)
+    check_range(max_matches, "max_matches", 1, MATCHES_MAX)
+
+    candidates = normalize.file_records(await app.client.files_containing(knowledge_id, phrase))
+    chosen = candidates[:max_files]
+    needle = phrase if case_sensitive else phrase.casefold()
+    gate = asyncio.Semaphore(_READERS)
+
+    async def read(record: normalize.FileRecord) -> list[ExactMatch]:
+        async with gate:
+            document = normalize.file_text(await app.client.file(record.file_id), offset=0, max_chars=10**9)
+        found: list[ExactMatch] = []
+        for number, line in enumerate(document.text.splitlines(), start=1):
+            if needle in (line if case_sensitive else line.casefold()):
+                shown, cut = normalize.cut(line, LINE_MAX_CHARS)
+                found.append(
+                    ExactMatch(file_id=record.file_id, title=document.title, line=number, text=shown, truncated=cut)
+                )
+                if len(found) > max_matches:  # one more than asked for tells that the cap was reached
+                    break
+        return found
+
+    per_file = await asyncio.gather(*(read(record) for record in chosen))
+    matches = [match for found in per_file for match in found]
+    return ExactMatches(
+        knowledge_id=knowledge_id,
+        phrase=phrase,
+        matches=matches[:max_matches],
+        count=min(len(matches), max_matches),
+        files_scanned=len(chosen),
+        files_capped=len(candidates) > len(chosen),
+        matches_capped=len(matches) > max_matches,
+    )
