@@ -18,6 +18,7 @@ EXIT_CONFIG = 2
 _EXIT_CODES = """\
 exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 API key refused,
 5 unusable answers from Open WebUI, 6 retrieval probe failed (--deep)
+exit codes of sync: 0 all synced, 1 some files failed (each is named), 2 configuration, 5 the base cannot be read
 """
 
 
@@ -50,9 +51,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "doctor"),
+        choices=("serve", "doctor", "sync"),
         default="serve",
-        help="serve: run the MCP server on stdio (default); doctor: check the configuration and Open WebUI",
+        help="serve: run the MCP server (default); doctor: check the configuration and Open WebUI; sync: keep a "
+        "knowledge base in step with a folder",
+    )
+    parser.add_argument("folder", nargs="?", help="sync: the folder to mirror into the knowledge base")
+    parser.add_argument("--knowledge-id", help="sync: the knowledge base to keep in step with the folder")
+    parser.add_argument("--dry-run", action="store_true", help="sync: say what would change, change nothing")
+    parser.add_argument(
+        "--delete", action="store_true", help="sync: also remove documents whose file is gone from the folder"
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     parser.add_argument(
@@ -92,6 +100,32 @@ def main(argv: list[str] | None = None) -> None:
     log = logging.getLogger("openwebui_rag_mcp")
     for warning in settings.warnings:
         log.warning("%s", warning)
+
+    if args.command == "sync":
+        if not args.folder or not args.knowledge_id:
+            parser.error("sync needs a folder and --knowledge-id")
+        from pathlib import Path
+
+        folder = Path(args.folder).expanduser()
+        if not folder.is_dir():
+            print(f"openwebui-rag-mcp: {args.folder} is not a folder", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
+        import asyncio
+
+        from openwebui_rag_mcp.sync import sync
+
+        code = asyncio.run(
+            sync(
+                settings,
+                folder,
+                args.knowledge_id,
+                dry_run=args.dry_run,
+                delete=args.delete,
+                say=lambda line: print(line, flush=True),
+                tty=sys.stderr.isatty(),
+            )
+        )
+        sys.exit(code)
 
     if args.command == "doctor":
         import asyncio

@@ -439,17 +439,23 @@ class OpenWebUIClient:
             while next_page <= last_page:
                 number = next_page
                 next_page += 1
-                items, _ = normalize.page(await self._send("GET", path, params={**params, "page": number}), what)
+                try:
+                    items, _ = normalize.page(await self._send("GET", path, params={**params, "page": number}), what)
+                except ToolFailure:
+                    last_page = 0  # the other workers stop after their current page
+                    raise
                 if not items:
                     last_page = min(last_page, number - 1)  # past the end: no need to ask for later pages
                 found[number] = items
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(_PAGE_CONCURRENCY, pages - 1)):
-                    group.create_task(worker())
-        except ExceptionGroup as failures:  # the first failure stopped the others; it is the one to report
-            raise failures.exceptions[0] from None
+        # gather, not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits leaves the calling task
+        # with a cancellation request it never withdraws, which the SDK's cancel scopes then act on.
+        outcomes = await asyncio.gather(
+            *(worker() for _ in range(min(_PAGE_CONCURRENCY, pages - 1))), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         seen: set[object] = set()
         merged: list[Mapping[str, Any]] = []
         for number in sorted(found):
@@ -536,14 +542,17 @@ class OpenWebUIClient:
                     f"GET /{path}: Open WebUI reports {total:,} matching bases, more than this server reads in one "
                     f"list ({self._max_list_items:,}); refused rather than answer with part of it",
                 )
-            try:
-                async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(gated(n)) for n in range(2, math.ceil(total / len(first)) + 1)]
-            except ExceptionGroup as failures:  # the first failure stopped the others; it is the one to report
-                raise failures.exceptions[0] from None
+            # gather, not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits leaves the calling
+            # task with a cancellation request it never withdraws, which the SDK's cancel scopes then act on.
+            pages = await asyncio.gather(
+                *(gated(n) for n in range(2, math.ceil(total / len(first)) + 1)), return_exceptions=True
+            )
+            for page in pages:
+                if isinstance(page, BaseException):  # the first failed page, in page order, is the one reported
+                    raise page
             seen: set[object] = set()
             items: list[Mapping[str, Any]] = []
-            for item in [*first, *(item for task in tasks for item in task.result())]:
+            for item in [*first, *(item for page in pages if not isinstance(page, BaseException) for item in page)]:
                 if item.get("id") not in seen:  # an item can move between pages while we read them
                     seen.add(item.get("id"))
                     items.append(item)
@@ -655,9 +664,11 @@ class OpenWebUIClient:
         path = f"api/v1/knowledge/{segment(knowledge_id)}/file/update"
         return await self._send("POST", path, json_body={"file_id": file_id})
 
-    async def remove_file(self, knowledge_id: str, file_id: str) -> Json:
+    async def remove_file(self, knowledge_id: str, file_id: str, *, delete_file: bool = False) -> Json:
+        """Take a file out of a base; with `delete_file`, delete the file itself too (sync does, for its own)."""
         path = f"api/v1/knowledge/{segment(knowledge_id)}/file/remove"
-        return await self._send("POST", path, params={"delete_file": "false"}, json_body={"file_id": file_id})
+        params = {"delete_file": "true" if delete_file else "false"}
+        return await self._send("POST", path, params=params, json_body={"file_id": file_id})
 
 
 def _object(body: Json, what: str) -> Mapping[str, Any]:
