@@ -20,6 +20,7 @@ import contextlib
 import json
 import mimetypes
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -49,6 +50,10 @@ ADMIN_NAME = "Live Test Admin"
 ADMIN_EMAIL = "admin@example.com"
 STOP_GRACE_SECONDS = 15.0
 PROCESS_TIMEOUT_SECONDS = 300.0
+# 0.8.0 replaced a base's `access_control` JSON with `access_grants` and added POST /knowledge/{id}/access/update.
+ACCESS_GRANTS = (0, 8, 0)
+# 0.6.42 made GET /knowledge/ paged ({items,total}, 30 a page) and added GET /knowledge/{id}/files.
+PAGED_LISTS = (0, 6, 42)
 
 
 class OpenWebUIError(RuntimeError):
@@ -245,6 +250,8 @@ def openwebui_env(data_dir: Path, static_dir: Path, embed_port: int, secret_key:
             "ENABLE_API_KEYS": "True",
             # 0.6.37 .. 0.6.4x check this permission even for admins when *creating* a key.
             "USER_PERMISSIONS_FEATURES_API_KEYS": "True",
+            # The live tests' second, non-admin user creates its own bases (reference §9).
+            "USER_PERMISSIONS_WORKSPACE_KNOWLEDGE_ACCESS": "True",
             "ENABLE_SIGNUP": "True",
             "ENV": "dev",
             "RAG_EMBEDDING_ENGINE": "openai",
@@ -456,23 +463,42 @@ def stop(instance: Instance) -> None:
 # Seeding helpers (Open WebUI's own API, admin key; tolerant of releases 0.6.5 .. 0.12.4)
 
 
-def client(inst: Instance) -> httpx.Client:
-    """A sync httpx client for ``inst`` with the admin API key; use it as a context manager."""
+def client(inst: Instance, api_key: str | None = None) -> httpx.Client:
+    """A sync httpx client for ``inst`` with the admin API key (or ``api_key``); use it as a context manager."""
     return httpx.Client(
         base_url=inst.url,
-        headers={"Authorization": f"Bearer {inst.api_key}"},
+        headers={"Authorization": f"Bearer {api_key or inst.api_key}"},
         timeout=httpx.Timeout(120.0, connect=10.0),
         trust_env=False,
     )
 
 
-def create_knowledge(inst: Instance, name: str, description: str) -> str:
-    """Create a knowledge base; return its id. No sharing fields are sent (0.12.4: private; 0.6.x: public read)."""
-    with client(inst) as http:
-        body = _json_or_raise(http.post("/api/v1/knowledge/create", json={"name": name, "description": description}))
-    if not isinstance(body, dict) or not body.get("id"):
-        raise RuntimeError(f"unexpected answer from knowledge/create: {body!r}")
-    kb_id: str = body["id"]
+def version_parts(version: str) -> tuple[int, int, int]:
+    """``"0.6.43"`` -> ``(0, 6, 43)``; only for the releases this module starts (always plain versions)."""
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if match is None:
+        raise ValueError(f"not a release version: {version!r}")
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def create_knowledge(
+    inst: Instance, name: str, description: str, *, private: bool = False, api_key: str | None = None
+) -> str:
+    """Create a knowledge base; return its id.
+
+    By default no sharing fields are sent (0.8+: private; before 0.8 an admin's base is then readable by every
+    user). ``private=True`` makes it private on every release (``access_control: {}`` before 0.8). ``api_key``
+    creates it as another user (see ``add_user``).
+    """
+    body: dict[str, Any] = {"name": name, "description": description}
+    if private and version_parts(inst.version) < ACCESS_GRANTS:
+        body["access_control"] = {}
+    with client(inst, api_key) as http:
+        answer = _json_or_raise(http.post("/api/v1/knowledge/create", json=body))
+    if not isinstance(answer, dict) or not answer.get("id"):
+        raise RuntimeError(f"unexpected answer from knowledge/create: {answer!r}")
+    kb_id: str = answer["id"]
     return kb_id
 
 
@@ -515,11 +541,13 @@ def wait_processed(inst: Instance, file_id: str, timeout: float = 120.0) -> None
             time.sleep(0.25)
 
 
-def upload_text(inst: Instance, filename: str, text: str, metadata: dict[str, Any] | None = None) -> str:
+def upload_text(
+    inst: Instance, filename: str, text: str, metadata: dict[str, Any] | None = None, *, api_key: str | None = None
+) -> str:
     """Upload ``text`` as a file (multipart ``POST /api/v1/files/``), wait until processed, return the file id."""
     files = {"file": (filename, text.encode("utf-8"), _guess_content_type(filename))}
     data = {"metadata": json.dumps(metadata)} if metadata is not None else None
-    with client(inst) as http:
+    with client(inst, api_key) as http:
         body = _json_or_raise(http.post("/api/v1/files/", files=files, data=data))
     if not isinstance(body, dict) or not body.get("id"):
         raise RuntimeError(f"unexpected answer from the upload: {body!r}")
@@ -530,9 +558,9 @@ def upload_text(inst: Instance, filename: str, text: str, metadata: dict[str, An
     return file_id
 
 
-def add_file(inst: Instance, knowledge_id: str, file_id: str) -> None:
+def add_file(inst: Instance, knowledge_id: str, file_id: str, *, api_key: str | None = None) -> None:
     """Link a processed file to a knowledge base (``POST /api/v1/knowledge/{id}/file/add``)."""
-    with client(inst) as http:
+    with client(inst, api_key) as http:
         _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/file/add", json={"file_id": file_id}))
 
 
@@ -548,6 +576,173 @@ def query_collection(inst: Instance, names: Sequence[str], query: str, k: int = 
     if not isinstance(body, dict):
         raise RuntimeError(f"unexpected answer from query/collection: {body!r}")
     return body
+
+
+def knowledge_ids(inst: Instance, api_key: str | None = None) -> list[str]:
+    """The ids of every base the key can read (``GET /api/v1/knowledge/``, every page), in Open WebUI's order."""
+    ids: list[str] = []
+    with client(inst, api_key) as http:
+        if version_parts(inst.version) < PAGED_LISTS:
+            return [item["id"] for item in _json_or_raise(http.get("/api/v1/knowledge/"))]
+        page = 1
+        while True:
+            answer = _json_or_raise(http.get("/api/v1/knowledge/", params={"page": page}))
+            ids.extend(item["id"] for item in answer["items"] if item["id"] not in ids)
+            if not answer["items"] or len(ids) >= answer["total"]:
+                return ids
+            page += 1
+
+
+def files_of(inst: Instance, knowledge_id: str, api_key: str | None = None) -> set[str]:
+    """The ids of the files Open WebUI itself says the base holds (every page)."""
+    with client(inst, api_key) as http:
+        if version_parts(inst.version) < PAGED_LISTS:
+            base = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}"))
+            return {item["id"] for item in (base or {}).get("files") or []}
+        found: set[str] = set()
+        page = 1
+        while True:
+            answer = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}))
+            found.update(item["id"] for item in answer["items"])
+            if not answer["items"] or len(found) >= answer["total"]:
+                return found
+            page += 1
+
+
+def file_ids(inst: Instance) -> set[str]:
+    """Every file in Open WebUI as the admin sees them (``GET /api/v1/files/``: a list; pages of 50 since 0.8.11)."""
+    found: set[str] = set()
+    with client(inst) as http:
+        page = 1
+        while True:
+            answer = _json_or_raise(http.get("/api/v1/files/", params={"page": page, "content": "false"}))
+            if isinstance(answer, list):  # not paged: everything at once
+                return {item["id"] for item in answer}
+            before = len(found)
+            found.update(item["id"] for item in answer["items"])
+            if not answer["items"] or len(found) >= answer["total"] or len(found) == before:
+                return found
+            page += 1
+
+
+def delete_knowledge(inst: Instance, knowledge_id: str) -> None:
+    """``DELETE /api/v1/knowledge/{id}/delete`` as the admin (the base only; its files stay)."""
+    with client(inst) as http:
+        _json_or_raise(http.delete(f"/api/v1/knowledge/{knowledge_id}/delete"))
+
+
+def retrieval_config(inst: Instance, update: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The admin's retrieval settings (``GET /api/v1/retrieval/config``), after applying ``update`` if given
+    (``POST /api/v1/retrieval/config/update``; fields left out keep their value)."""
+    with client(inst) as http:
+        if update is not None:
+            _json_or_raise(http.post("/api/v1/retrieval/config/update", json=update))
+        answer = _json_or_raise(http.get("/api/v1/retrieval/config"))
+    if not isinstance(answer, dict):
+        raise RuntimeError(f"unexpected answer from retrieval/config: {answer!r}")
+    return answer
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A second, non-admin user (reference §9: USER_PERMISSIONS_FEATURES_API_KEYS and
+# USER_PERMISSIONS_WORKSPACE_KNOWLEDGE_ACCESS are set in openwebui_env, so it may hold a key and create bases)
+
+
+@dataclass(frozen=True)
+class User:
+    """A non-admin Open WebUI user with its own JWT and API key."""
+
+    url: str
+    user_id: str
+    name: str
+    email: str
+    password: str = field(repr=False)
+    token: str = field(repr=False)
+    api_key: str = field(repr=False)
+
+
+def add_user(inst: Instance, name: str, email: str) -> User:
+    """Create a user with role ``user`` through the admin (``POST /api/v1/auths/add``), sign it in and give it an
+    API key; the key is checked on ``GET /api/v1/knowledge/``. Works on 0.6.5 through 0.12.4."""
+    password = f"Lu-{secrets.token_urlsafe(12)}-7b"
+    with client(inst) as http:
+        _json_or_raise(
+            http.post("/api/v1/auths/add", json={"name": name, "email": email, "password": password, "role": "user"})
+        )
+    with _http() as http:
+        signed_in = _json_or_raise(
+            http.post(f"{inst.url}/api/v1/auths/signin", json={"email": email, "password": password})
+        )
+    if signed_in.get("role") != "user":
+        raise RuntimeError(f"the added user {email} signed in with role {signed_in.get('role')!r}, not 'user'")
+    token: str = signed_in["token"]
+    api_key = _create_api_key(inst.url, token)
+    return User(
+        url=inst.url,
+        user_id=signed_in["id"],
+        name=name,
+        email=email,
+        password=password,
+        token=token,
+        api_key=api_key,
+    )
+
+
+def _reader_group(inst: Instance, user: User) -> str:
+    """A group (created once per user) whose only member is ``user``; its id."""
+    name = f"readers-{user.user_id[:8]}"
+    with client(inst) as http:
+        groups = _json_or_raise(http.get("/api/v1/groups/"))
+        existing = [group for group in groups if isinstance(group, dict) and group.get("name") == name]
+        if existing:
+            group_id: str = existing[0]["id"]
+            return group_id
+        # `permissions: {}`, not null: 0.6.5 fails every permission check of a member of a group whose permissions
+        # are null (HTTP 500 on knowledge/create); {} grants nothing and leaves the defaults in charge.
+        group = {"name": name, "description": "live-test readers", "permissions": {}}
+        group_id = _json_or_raise(http.post("/api/v1/groups/create", json=group))["id"]
+        added = http.post(f"/api/v1/groups/id/{group_id}/users/add", json={"user_ids": [user.user_id]})
+        if not (added.is_success and _is_json(added)):  # before the users/add route (0.6.5): members in the update
+            _json_or_raise(
+                http.post(f"/api/v1/groups/id/{group_id}/update", json={**group, "user_ids": [user.user_id]})
+            )
+    return group_id
+
+
+def share_read(inst: Instance, knowledge_id: str, user: User) -> None:
+    """Let ``user`` read (not write) the admin's base ``knowledge_id``, then check it through the user's own key.
+
+    0.8+: an ``access_grants`` entry through ``POST /api/v1/knowledge/{id}/access/update`` (0.12.4 ignores grants
+    sent to ``/update``). Before 0.8: ``access_control`` through ``POST /api/v1/knowledge/{id}/update``, which needs
+    name and description too and, before 0.6.41 (file list in ``data``), the unchanged ``data``. The read entry
+    names the user and also a group holding only the user: 0.6.42 .. 0.7.x let a user open a base shared by user id
+    but leave it out of ``GET /api/v1/knowledge/`` (its list filter reads only group ids).
+    """
+    files_before = files_of(inst, knowledge_id)
+    with client(inst) as http:
+        if version_parts(inst.version) >= ACCESS_GRANTS:
+            grants = [{"principal_type": "user", "principal_id": user.user_id, "permission": "read"}]
+            _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/access/update", json={"access_grants": grants}))
+        else:
+            base = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}"))
+            access_control = {
+                "read": {"group_ids": [_reader_group(inst, user)], "user_ids": [user.user_id]},
+                "write": {"group_ids": [], "user_ids": []},
+            }
+            body = {"name": base["name"], "description": base["description"], "access_control": access_control}
+            if "data" in base:  # /update overwrites `data` with what it is sent (null: the base forgets its files)
+                body["data"] = base["data"]
+            _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/update", json=body))
+    with client(inst, user.api_key) as http:
+        seen = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}"))
+    if not isinstance(seen, dict) or seen.get("id") != knowledge_id:  # before 0.7: 200 null without read access
+        raise RuntimeError(f"sharing {knowledge_id} with {user.email} did not work: the user reads {seen!r}")
+    if knowledge_id not in knowledge_ids(inst, user.api_key):
+        raise RuntimeError(f"sharing {knowledge_id} with {user.email} did not work: the user's list leaves it out")
+    if files_of(inst, knowledge_id) != files_before:
+        raise RuntimeError(
+            f"sharing {knowledge_id} changed its documents: {files_before} -> {files_of(inst, knowledge_id)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------------

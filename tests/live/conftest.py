@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devtools import openwebui_local
-from devtools.openwebui_local import Instance
+from devtools.openwebui_local import Instance, User
 
 LIVE_DIR = Path(__file__).resolve().parent
 
@@ -59,3 +60,14 @@ def live_openwebui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instanc
         yield instance
     finally:
         openwebui_local.stop(instance)
+
+
+@pytest.fixture(scope="session")
+def live_user(live_openwebui: Instance) -> User:
+    """A second Open WebUI user with role "user" (not admin) and its own API key (``url``, ``user_id``, ``token``,
+    ``api_key``). Created on first use only, so tests that do not ask for it do not pay for it.
+    ``openwebui_local.share_read`` shares an admin's base with it read-only."""
+    started = time.monotonic()
+    user = openwebui_local.add_user(live_openwebui, "Live Test User", f"user-{uuid.uuid4().hex[:8]}@example.com")
+    print(f"\nsecond user {user.email} ({user.user_id}) with an API key in {time.monotonic() - started:.1f} s")
+    return user

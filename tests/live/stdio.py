@@ -18,8 +18,17 @@ from devtools.openwebui_local import Instance
 SCRIPT = Path(sys.executable).with_name("openwebui-rag-mcp")
 
 
-def server_env(instance: Instance, **extra: str) -> dict[str, str]:
-    return {"OPENWEBUI_URL": instance.url, "OPENWEBUI_API_KEY": instance.api_key, "OPENWEBUI_TIMEOUT": "60", **extra}
+def server_env(
+    instance: Instance, *, api_key: str | None = None, url: str | None = None, **extra: str
+) -> dict[str, str]:
+    """The server's environment: the admin's key and Open WebUI's URL unless ``api_key`` (e.g. a second user's) or
+    ``url`` (e.g. a proxy in front of Open WebUI) say otherwise, plus ``extra`` variables."""
+    return {
+        "OPENWEBUI_URL": url or instance.url,
+        "OPENWEBUI_API_KEY": api_key or instance.api_key,
+        "OPENWEBUI_TIMEOUT": "60",
+        **extra,
+    }
 
 
 class Session:
@@ -42,10 +51,34 @@ class Session:
         assert not is_error, f"{name} failed: {body}"
         return body
 
+    async def listing(
+        self, name: str, arguments: dict[str, Any], *, max_pages: int = 50
+    ) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
+        """A listing tool's whole answer, following ``next_cursor`` where its result has one:
+        (is_error, the last body (the error body if a page failed), the items of every page read)."""
+        items: list[dict[str, Any]] = []
+        cursors: set[str] = set()
+        page_arguments = dict(arguments)
+        for _ in range(max_pages):
+            is_error, body = await self.call(name, page_arguments)
+            if is_error:
+                return True, body, items
+            items.extend(body["items"])
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return False, body, items
+            assert cursor not in cursors, f"{name} gave the cursor {cursor!r} twice"
+            cursors.add(cursor)
+            page_arguments = {**arguments, "cursor": cursor}
+        raise AssertionError(f"{name} gave more than {max_pages} pages")
+
 
 @asynccontextmanager
-async def stdio_session(instance: Instance, **extra_env: str) -> AsyncIterator[Session]:
-    params = StdioServerParameters(command=str(SCRIPT), args=[], env=server_env(instance, **extra_env))
+async def stdio_session(
+    instance: Instance, *, api_key: str | None = None, url: str | None = None, **extra_env: str
+) -> AsyncIterator[Session]:
+    env = server_env(instance, api_key=api_key, url=url, **extra_env)
+    params = StdioServerParameters(command=str(SCRIPT), args=[], env=env)
     stderr = Path(tempfile.mkdtemp(prefix="owui-mcp-")) / "server.stderr"
     with stderr.open("w+", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:

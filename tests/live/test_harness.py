@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 
 from devtools import openwebui_local
-from devtools.openwebui_local import Instance
+from devtools.openwebui_local import Instance, User
 
 RARE_DOC = """# Field notes
 
@@ -57,3 +59,25 @@ def test_seeded_knowledge_base_ranks_the_rare_word_document_first(live_openwebui
     single = openwebui_local.query_collection(live_openwebui, [f"file-{plain_id}"], "changelog version", k=3)
     assert single["documents"][0]
     assert "changelog" in single["documents"][0][0]
+
+
+def test_second_user_is_a_plain_user_and_a_share_is_read_only(live_openwebui: Instance, live_user: User) -> None:
+    inst, key = live_openwebui, live_user.api_key
+    assert key.startswith("sk-")
+    assert key != inst.api_key
+    with openwebui_local.client(inst, key) as http:
+        assert http.get("/api/v1/users/").status_code in (401, 403)  # an admin-only route refuses the user
+
+    private = openwebui_local.create_knowledge(inst, f"harness-share-{uuid.uuid4().hex[:8]}", "", private=True)
+    assert private not in openwebui_local.knowledge_ids(inst, key)
+    file_id = openwebui_local.upload_text(inst, "shared.md", f"# Shared\n\nShared with the user: {uuid.uuid4().hex}.")
+    openwebui_local.add_file(inst, private, file_id)
+
+    openwebui_local.share_read(inst, private, live_user)  # raises unless the user's own key now reads it
+
+    assert private in openwebui_local.knowledge_ids(inst, key)
+    assert openwebui_local.files_of(inst, private, key) == {file_id}
+    with openwebui_local.client(inst, key) as http:
+        refused = http.post(f"/api/v1/knowledge/{private}/update", json={"name": "renamed", "description": ""})
+    assert refused.status_code in (400, 401, 403), refused.text  # read-only: Open WebUI refuses the user's write
+    assert openwebui_local.files_of(inst, private) == {file_id}

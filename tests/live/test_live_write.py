@@ -29,6 +29,17 @@ def files_of(instance: Instance, knowledge_id: str) -> set[str]:
         return {item["id"] for item in answer.get("files") or []}
 
 
+def hash_of(instance: Instance, knowledge_id: str, file_id: str) -> str | None:
+    """The hash Open WebUI lists for a document of a base (None where the release lists none)."""
+    with owui.client(instance) as http:
+        if Release.parse(instance.version).paged_lists:
+            items = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": 1}).json()["items"]
+        else:
+            items = http.get(f"/api/v1/knowledge/{knowledge_id}").json().get("files") or []
+    hashes = [item.get("hash") for item in items if item["id"] == file_id]
+    return hashes[0] if hashes else None
+
+
 def file_exists(instance: Instance, file_id: str) -> bool:
     with owui.client(instance) as http:
         return http.get(f"/api/v1/files/{file_id}").status_code == 200
@@ -104,16 +115,22 @@ async def test_duplicate_text_and_unknown_base(live_openwebui: Instance) -> None
         text = f"The same words twice: {uuid.uuid4().hex}."
         first = await server.ok("knowledge_add", {"knowledge_id": knowledge_id, "text": text, "title": "one"})
 
+        before = owui.file_ids(live_openwebui)
         is_error, body = await server.call(
             "knowledge_add", {"knowledge_id": knowledge_id, "text": text, "title": "two"}
         )
         assert is_error
         assert body["code"] == "duplicate_content"
         assert body["stage"] in ("process", "attach")
-        assert body["file_id"] not in (None, first["file_id"])
-        assert body["outcome"] == "partial_or_unknown"
-        assert body["existing_file_id"] in (first["file_id"], None)
+        # The second copy was uploaded, refused, and removed again: nothing is left, so nothing was applied.
+        assert body["file_id"] is None, body
+        assert body["outcome"] == "not_applied", body
+        assert owui.file_ids(live_openwebui) == before
         assert files_of(live_openwebui, knowledge_id) == {first["file_id"]}
+        if hash_of(live_openwebui, knowledge_id, first["file_id"]):  # the release lists hashes: the holder is named
+            assert body["existing_file_id"] == first["file_id"], body
+        else:
+            assert body["existing_file_id"] in (first["file_id"], None)
 
         before = all_file_ids(live_openwebui)
         missing = str(uuid.uuid4())
