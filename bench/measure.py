@@ -174,9 +174,10 @@ async def floor_once() -> tuple[float, int, float]:
         raise BenchError(f"the floor process printed {line!r}") from None
 
 
-async def tools_list_wire(url: str, api_key: str) -> str:
-    """The tools/list answer exactly as the server writes it on stdout (one JSON-RPC line), from raw stdio."""
-    env = get_default_environment() | server_env(url, api_key)
+async def tools_list_wire(url: str, api_key: str, **extra: str) -> str:
+    """The tools/list answer exactly as the server writes it on stdout (one JSON-RPC line), from raw stdio; `extra`
+    adds variables to the server's environment (OPENWEBUI_DISABLED_TOOLS, for one)."""
+    env = get_default_environment() | server_env(url, api_key, **extra)
     proc = await asyncio.create_subprocess_exec(
         str(SCRIPT),
         stdin=asyncio.subprocess.PIPE,
@@ -307,8 +308,15 @@ class Direct:
 
     async def list_knowledge(self) -> list[Any]:
         """Page 1, then the other pages concurrently, as the server does."""
-        first = await self._json(await self.http.get("api/v1/knowledge/", params={"page": 1}))
+        items, _ = await self.list_knowledge_sized()
+        return items
+
+    async def list_knowledge_sized(self) -> tuple[list[Any], int]:
+        """Every base, read as `list_knowledge` reads them, and the characters of all the pages' answers."""
+        response = await self.http.get("api/v1/knowledge/", params={"page": 1})
+        first = await self._json(response)
         items: list[Any] = list(first["items"])
+        chars = len(response.text)
         total = first.get("total") or len(items)
         if items and total > len(items):
             pages = math.ceil(total / len(items))
@@ -317,7 +325,12 @@ class Direct:
             )
             for response in rest:
                 items.extend((await self._json(response))["items"])
-        return items
+                chars += len(response.text)
+        return items, chars
+
+    async def search_knowledge(self, query: str) -> Any:
+        """The first page of Open WebUI's own name and description search (0.6.42+)."""
+        return await self._json(await self.http.get("api/v1/knowledge/search", params={"query": query, "page": 1}))
 
     async def get_file(self, file_id: str) -> Any:
         return await self._json(await self.http.get(f"api/v1/files/{file_id}"))

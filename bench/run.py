@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,6 +52,7 @@ from bench.measure import (
 )
 from bench.report import REPO, Results, load_average, machine, markdown
 from bench.stub import FILE_TEXT, PAGE_SIZE, base_id, file_id
+from devtools.openwebui_local import Instance
 
 STUB_BASES = 100  # four pages of knowledge bases
 STUB_FILES = 75  # three pages of documents per base
@@ -199,17 +201,35 @@ async def start_section(cfg: Config, stub: Stub, results: Results, errlog: TextI
     def chars(tool: dict[str, Any]) -> int:
         return len(json.dumps(tool, ensure_ascii=False, separators=(",", ":")))
 
+    def parts(tool: dict[str, Any]) -> str:
+        return (
+            f"{tool['name']} {chars(tool):,} (description {len(tool.get('description', '')):,}, input schema "
+            f"{chars(tool['inputSchema']):,}, output schema {chars(tool.get('outputSchema', {})):,})"
+        )
+
     largest = max(tools, key=chars)
     results.set(
         "start.tools_list",
         f"{len(wire):,} chars",
         "—",
         None,
-        len(wire) < 12_000,
-        f"{len(tools)} tools of which {len(aliases)} aliases; largest {largest['name']} "
-        f"({chars(largest):,} chars); the aliases take {sum(chars(t) for t in tools if t['name'] in aliases):,}",
+        len(wire) <= 12_000,
+        f"{len(tools)} tools of which {len(aliases)} aliases; largest {parts(largest)}; the aliases take "
+        f"{sum(chars(t) for t in tools if t['name'] in aliases):,}; output schemas take "
+        f"{sum(chars(t.get('outputSchema', {})) for t in tools):,} in all",
         chars=len(wire),
         tools=len(tools),
+        per_tool={t["name"]: parts(t) for t in tools},
+    )
+    bare = await tools_list_wire(stub.url, STUB_KEY, OPENWEBUI_DISABLED_TOOLS=",".join(aliases))
+    results.set(
+        "start.tools_list_no_aliases",
+        f"{len(bare):,} chars",
+        "—",
+        None,
+        len(bare) <= 8_000,
+        f"{len(json.loads(bare)['result']['tools'])} tools",
+        chars=len(bare),
     )
 
     log(f"cold start, {cfg.cold_rounds} rounds against the floor and a minimal server")
@@ -362,7 +382,7 @@ async def stub_section(cfg: Config, stub: Stub, results: Results, errlog: TextIO
                 server,
                 "knowledge_files",
                 "knowledge_files",
-                {"knowledge_id": ids[0]},
+                {"knowledge_id": ids[0], "limit": 200},  # every document in one answer: every page
                 STUB_FILES,
             )
             await stub.reset()
@@ -553,6 +573,103 @@ async def reads_during_write(
     )
 
 
+# -- a thousand bases ---------------------------------------------------------------------------------------------
+
+SCALE_BASES = 1_003  # as many bases as issue 13 measured on Open WebUI 0.12.4
+ANSWER_BUDGET = 10_000  # characters of a default knowledge_list answer, whatever the number of bases
+
+
+async def list_scale_row(
+    results: Results, key: str, server: Server, direct: Direct, rounds: int, query: str | None = None
+) -> None:
+    """knowledge_list's default call against reading every page directly: time and characters; then every base
+    through the tool's cursor, and (`query`) a filtered call against Open WebUI's own search."""
+    ops: dict[str, tuple[Call, Call]] = {
+        "list": (lambda n: server.call("knowledge_list", {}), lambda n: direct.list_knowledge())
+    }
+    samples = (await interleaved(rounds, ops))["list"]
+    answer = await server.call("knowledge_list", {})
+    text = text_of(answer)
+    body = json.loads(text)
+    every, raw_chars = await direct.list_knowledge_sized()
+    paged_chars, calls, seen, arguments = 0, 0, 0, {"limit": 200}
+    while True:
+        page = await server.call("knowledge_list", arguments)
+        paged_chars += len(text_of(page))
+        calls += 1
+        seen += json.loads(text_of(page))["count"]
+        cursor = json.loads(text_of(page))["next_cursor"]
+        if cursor is None:
+            break
+        arguments = {"cursor": cursor, "limit": 200}
+    proxy, plain = median(samples.proxy), median(samples.direct)
+    notes = [
+        f"{body['count']} of {body['total']} bases with next_cursor and hint; the whole tools/call result repeats "
+        f"the text as structuredContent: {len(answer.model_dump_json(by_alias=True, exclude_none=True)):,} chars",
+        f"every base through the cursor at limit=200: {calls} calls, {paged_chars:,} chars in all",
+    ]
+    if query is not None:
+        filtered = text_of(await server.call("knowledge_list", {"query": query}))
+        took = median([await timed(server.call("knowledge_list", {"query": query})) for _ in range(rounds)])
+        own = median([await timed(direct.search_knowledge(query)) for _ in range(rounds)])
+        notes.append(
+            f"with query={query!r}: {ms(took)} and {len(filtered):,} chars ({json.loads(filtered)['total']} bases) vs "
+            f"{ms(own)} for Open WebUI's own search"
+        )
+    if samples.failures:
+        notes.append(f"{len(samples.failures)} call(s) FAILED and were taken again, first: {samples.failures[0]}")
+    results.set(
+        key,
+        f"{ms(proxy)}, {len(text):,} chars",
+        f"{ms(plain)}, {raw_chars:,} chars ({len(every):,} bases)",
+        proxy / plain,
+        len(text) <= ANSWER_BUDGET and body["total"] == len(every) == seen,
+        "; ".join(notes),
+        proxy_seconds=samples.proxy,
+        direct_seconds=samples.direct,
+        answer_chars=len(text),
+        raw_chars=raw_chars,
+        paged_chars=paged_chars,
+        failures=samples.failures,
+    )
+
+
+async def stub_scale_section(cfg: Config, results: Results, errlog: TextIO) -> None:
+    async with stub_upstream(SCALE_BASES, 1) as stub:
+        direct = Direct(stub.url, STUB_KEY)
+        try:
+            async with mcp_server(stub.url, STUB_KEY, errlog) as server:
+                log(f"stub: knowledge_list over {SCALE_BASES:,} bases")
+                await list_scale_row(results, "stub.list_1000", server, direct, min(cfg.rounds, 10))
+        finally:
+            await direct.aclose()
+
+
+def seed_bases(inst: Instance, count: int) -> list[str]:
+    """`count` empty bases with names and descriptions like a team's, created a few at a time."""
+    from devtools import openwebui_local
+
+    def one(n: int) -> str:
+        return openwebui_local.create_knowledge(inst, f"Team {n} handbook", f"Documents of team {n}: plans, notes")
+
+    with ThreadPoolExecutor(corpus.SEED_CONCURRENCY) as pool:
+        return list(pool.map(one, range(count)))
+
+
+async def live_scale(cfg: Config, results: Results, errlog: TextIO, url: str, api_key: str, inst: Instance) -> None:
+    """Top the live corpus up to SCALE_BASES bases, then the knowledge_list row."""
+    direct = Direct(url, api_key)
+    try:
+        have = len(await direct.list_knowledge())
+        started = time.monotonic()
+        await asyncio.to_thread(seed_bases, inst, max(0, SCALE_BASES - have))
+        log(f"live: {SCALE_BASES - have} more bases in {time.monotonic() - started:.0f} s; knowledge_list at scale")
+        async with mcp_server(url, api_key, errlog) as server:
+            await list_scale_row(results, "live.list_1000", server, direct, min(cfg.rounds, 10), query="team 7")
+    finally:
+        await direct.aclose()
+
+
 # -- the real Open WebUI ------------------------------------------------------------------------------------------
 
 
@@ -581,6 +698,7 @@ async def live_section(
             f"bases, seeded in {seconds:.0f} s"
         )
         await measure_live(cfg, results, errlog, floor_kib, inst.url, inst.api_key, seeded)
+        await live_scale(cfg, results, errlog, inst.url, inst.api_key, inst)
         failed = any(row.data.get("failures") for row in results.rows.values() if row.spec.section == "live")
     except BaseException:
         failed = True
@@ -725,6 +843,11 @@ async def run(cfg: Config, errlog: TextIO) -> tuple[Results, dict[str, Any], lis
         except Exception as exc:
             log(f"stub section failed: {exc!r}")
             results.fail("stub", f"failed: {exc}")
+    try:
+        await stub_scale_section(cfg, results, errlog)
+    except Exception as exc:
+        log(f"stub scale row failed: {exc!r}")
+        results.fail("stub", f"failed: {exc}")
     if cfg.live:
         try:
             await live_section(cfg, results, errlog, floor_kib, info)

@@ -124,6 +124,8 @@ class App:
     # Bases this process created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist.
     created: set[str] = field(default_factory=set)
     readable: ReadableBases = field(default_factory=ReadableBases)
+    # (credential hash, file_id) -> when the Files API last let that credential read the file.
+    readable_files: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def allowed_bases(self) -> list[str] | None:
         """The bases this server may touch, or None when OPENWEBUI_KNOWLEDGE_IDS does not restrict it."""
@@ -213,3 +215,46 @@ class App:
 
         found = await asyncio.gather(*(is_file(candidate) for candidate in ids[:10]))
         return [candidate for candidate, yes in zip(ids, found, strict=False) if yes]
+
+    async def check_files_searchable(self, file_ids: list[str]) -> list[str]:
+        """The documents to hand to Open WebUI's retrieval (as `file-<id>` collections), after checking that the key
+        can read each one.
+
+        Under an allowlist a document must be in an allowed base. Otherwise the Files API must let this key read
+        it (it checks access on every release): searching a document then reveals nothing its full text does not.
+        Refused ids get one answer, `not_found`, whether they exist or not.
+        """
+        files = list(dict.fromkeys(check_id(file_id, "file_id") for file_id in file_ids))
+        if self.allowed_bases() is not None:
+            for file_id in files:
+                await self.check_file(file_id)
+            return files
+
+        credential = self.client.credential_key()
+        now = time.monotonic()
+
+        async def readable(file_id: str) -> bool:
+            seen = self.readable_files.get((credential, file_id))
+            if seen is not None and now - seen < READABLE_TTL_SECONDS:
+                return True
+            try:
+                await self.client.file(file_id)
+            except ToolFailure as failure:
+                if failure.code in ("not_found", "forbidden"):
+                    return False
+                raise
+            self.readable_files[(credential, file_id)] = time.monotonic()
+            while len(self.readable_files) > READABLE_CREDENTIALS_MAX * 10:
+                del self.readable_files[next(iter(self.readable_files))]
+            return True
+
+        verdicts = await asyncio.gather(*(readable(file_id) for file_id in files))
+        missing = [file_id for file_id, ok in zip(files, verdicts, strict=True) if not ok]
+        if missing:
+            raise ToolFailure(
+                "not_found",
+                f"no document this key can read has the file_id {', '.join(missing)}; knowledge_files lists the "
+                "documents of a base",
+                request_sent=False,
+            )
+        return files

@@ -43,8 +43,11 @@ class KnowledgeBase(_Result):
 
 
 class KnowledgeList(_Result):
-    items: list[KnowledgeBase]
+    total: int
     count: int
+    next_cursor: str | None
+    hint: str | None
+    items: list[KnowledgeBase]
 
 
 class FileItem(_Result):
@@ -57,10 +60,11 @@ class FileItem(_Result):
 
 class KnowledgeFiles(_Result):
     knowledge_id: str
-    items: list[FileItem]
+    total: int
     count: int
-    total: int | None
-    page: int | None
+    next_cursor: str | None
+    hint: str | None
+    items: list[FileItem]
 
 
 class Chunk(_Result):

