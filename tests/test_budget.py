@@ -3,10 +3,14 @@
 The size is that of the JSON-RPC line a server writes for `tools/list` on stdio after a 2025-11-25 handshake (what
 `bench.measure.tools_list_wire` reads and the benchmark reports), rebuilt from the in-memory client's result.
 
-Issue 13 asks for at most 12,000 characters with the four aliases and 8,000 without them. What keeps the list above
-that is the output schemas (about 5,400 characters for the nine tools): every field of a result is typed and
-`required`, nullable fields are `anyOf [X, null]` (MCP Inspector's `--strict` lint warns about `type` arrays), and
-every schema admits the error body. The budgets below hold what was reached; lower them as the list shrinks.
+Issue 13 asks for at most 12,000 characters with the four aliases and 8,000 without them, counting the tools added
+since (knowledge_find, knowledge_add_file: 15 tools with the aliases, 11 without). Output schemas keep every field
+`required` at every level and type the fields that are never null (a nullable type spelled portably, anyOf with
+null, costs more than it tells; MCP Inspector's `--strict` lint warns about `type` arrays). What remains is input
+schemas (parameter names, types, bounds and one-line descriptions, about 4,600 characters), output schemas (about
+5,000, of which the nested item schemas of lists and health about 1,350) and the error branch every output schema
+needs (MCP Inspector and Claude Code validate error results too). The budgets below hold what was reached; lower
+them as the list shrinks.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from tests.conftest import make_settings
 
 pytestmark = pytest.mark.anyio
 
-BUDGET_WITH_ALIASES = 12_500  # issue 13's target: 12,000
-BUDGET_WITHOUT_ALIASES = 10_350  # issue 13's target: 8,000
+BUDGET_WITH_ALIASES = 13_900  # issue 13's target: 12,000
+BUDGET_WITHOUT_ALIASES = 11_550  # issue 13's target: 8,000
 NO_ALIASES = ",".join(ALIASES)
 ID_PARAMETERS = {"knowledge_id": "file_id", "knowledge_ids": "file_id", "file_id": "knowledge_id"}
 
@@ -43,7 +47,7 @@ async def listed(**env: str) -> tuple[int, list[dict[str, Any]]]:
 
 async def test_tools_list_with_the_aliases_fits_its_budget() -> None:
     size, tools = await listed()
-    assert len(tools) == 13
+    assert len(tools) == 15
     assert size <= BUDGET_WITH_ALIASES, f"tools/list is {size:,} characters; the budget is {BUDGET_WITH_ALIASES:,}"
 
 

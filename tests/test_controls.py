@@ -501,6 +501,8 @@ GOOD: dict[str, dict[str, Any]] = {
     "knowledge_health": {},
     "knowledge_create": {"name": "New", "description": "d"},
     "knowledge_add": _add(KB),
+    "knowledge_find": {"knowledge_id": KB, "phrase": "pears"},
+    "knowledge_add_file": {"knowledge_id": KB, "content_base64": "IyBQZWFycwo=", "filename": "pears.md"},
     "knowledge_update": {"file_id": FILE, "text": TEXT, "knowledge_id": KB},
     "knowledge_delete": {"knowledge_id": KB, "file_id": FILE},
 }
@@ -523,6 +525,8 @@ ID_FIELDS: list[tuple[str, str]] = [
     ("knowledge_get_file", "file_id"),
     ("rag_get_file", "file_id"),
     ("knowledge_add", "knowledge_id"),
+    ("knowledge_find", "knowledge_id"),
+    ("knowledge_add_file", "knowledge_id"),
     ("knowledge_update", "file_id"),
     ("knowledge_update", "knowledge_id"),
     ("knowledge_delete", "knowledge_id"),
@@ -550,6 +554,15 @@ ID_INPUTS = [
     _bad(name, tool, field, [KB, value] if field == "knowledge_ids" else value, "is not a valid Open WebUI id")
     for name, value in BAD_IDS
     for tool, field in ID_FIELDS
+] + [
+    BadInput(
+        name,
+        "knowledge_search",
+        "file_ids",
+        {"query": "pears", "file_ids": [FILE, value]},
+        "is not a valid Open WebUI id",
+    )
+    for name, value in BAD_IDS
 ]
 LIMIT_INPUTS = [
     _bad("query over 4000 characters", "knowledge_search", "query", "q" * 4001, "the limit is 4000"),
@@ -605,6 +618,18 @@ TYPE_INPUTS = [
     _missing("knowledge_add", "title"),
     _missing("knowledge_update", "knowledge_id"),
     _missing("knowledge_delete", "file_id"),
+    _bad("wrong type", "knowledge_find", "phrase", 4711, "phrase: Input should be a valid string"),
+    _bad("empty phrase", "knowledge_find", "phrase", " ", "phrase must not be empty"),
+    _bad("wrong type", "knowledge_add_file", "content_base64", 12, "content_base64: Input should be a valid string"),
+    _bad("not base64", "knowledge_add_file", "content_base64", "%%%", "content_base64 is not valid base64"),
+    _bad("both knowledge_ids and file_ids", "knowledge_search", "file_ids", [FILE], "not both"),
+    BadInput(
+        "lines and offset",
+        "knowledge_get_file",
+        "start_line",
+        {"file_id": FILE, "offset": 5, "start_line": 3},
+        "not both",
+    ),
 ]
 BAD_INPUTS: list[BadInput] = [*ID_INPUTS, *LIMIT_INPUTS, *TYPE_INPUTS]
 

@@ -84,6 +84,7 @@ TOOLS: list[ToolCall] = [
         "knowledge_search", {"query": "apples", "knowledge_ids": [KB]}, "POST", "/api/v1/retrieval/query/collection"
     ),
     ToolCall("knowledge_get_file", {"file_id": FILE}, "GET", f"/api/v1/files/{FILE}"),
+    ToolCall("knowledge_find", {"knowledge_id": KB, "phrase": "Apples"}, "GET", f"/api/v1/knowledge/{KB}/files"),
     ToolCall("knowledge_health", {}, "GET", "/api/v1/knowledge/"),
     ToolCall(
         "knowledge_create", {"name": "Faults", "description": "made by the fault suite"}, "POST",
@@ -92,6 +93,11 @@ TOOLS: list[ToolCall] = [
     ToolCall(
         "knowledge_add", {"knowledge_id": KB, "text": "# Pears\n\nPears are green.", "title": "Груши"}, "POST",
         "/api/v1/files/", "upload",
+    ),
+    ToolCall(
+        "knowledge_add_file",
+        {"knowledge_id": KB, "content_base64": "IyBQbHVtcwoKUGx1bXMgYXJlIHB1cnBsZS4K", "filename": "plums.md"},
+        "POST", "/api/v1/files/", "upload",
     ),
     ToolCall(
         "knowledge_update", {"file_id": FILE, "text": "# Apples\n\nApples are green now.", "knowledge_id": KB},

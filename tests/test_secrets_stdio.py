@@ -91,6 +91,11 @@ TOUR: list[Stop] = [
          faultstub.close(), path=f"/api/v1/knowledge/{KB}/files"),
     Stop("an id with `../`", "knowledge_get_file", {"file_id": "../../api/v1/auths"}, "invalid_argument"),
     Stop("a reserved metadata key", "knowledge_add", {**ADD, "metadata": {"file_hash": "0" * 64}}, "invalid_argument"),
+    Stop("404 HTML echoing the key, in an exact search", "knowledge_find", {"knowledge_id": KB, "phrase": "x"},
+         "not_found", page(404, f"<html>{ECHO}</html>"), path=f"/api/v1/knowledge/{KB}/files"),
+    Stop("500 echoing the key, adding a file", "knowledge_add_file",
+         {"knowledge_id": KB, "content_base64": "IyBYCg==", "filename": "x.md"}, "upstream_error",
+         answer(500, {"detail": f"disk full near {ECHO}"}), "POST", "/api/v1/files/"),
     Stop("healthy again", "knowledge_list", {}, None),
     Stop("healthy again", "knowledge_add", ADD, None),
 ]  # fmt: skip
@@ -118,7 +123,7 @@ def test_the_key_never_leaves_the_process(stub: FaultStub, tmp_path: Path) -> No
         try:
             init = server.initialize("tour")
             assert init["serverInfo"]["name"] == "openwebui-rag-mcp"
-            assert len(server.request("tools/list", {})["tools"]) == 13
+            assert len(server.request("tools/list", {})["tools"]) == 15
 
             for stop in TOUR:
                 lane.clear()

@@ -24,8 +24,15 @@ TOP_K_MAX = 50
 CHUNK_CHARS_MIN = 100
 FILE_CHARS_MIN = 1_000
 
-READ_TOOLS = ("knowledge_list", "knowledge_files", "knowledge_search", "knowledge_get_file", "knowledge_health")
-WRITE_TOOLS = ("knowledge_create", "knowledge_add", "knowledge_update", "knowledge_delete")
+READ_TOOLS = (
+    "knowledge_list",
+    "knowledge_files",
+    "knowledge_search",
+    "knowledge_get_file",
+    "knowledge_find",
+    "knowledge_health",
+)
+WRITE_TOOLS = ("knowledge_create", "knowledge_add", "knowledge_add_file", "knowledge_update", "knowledge_delete")
 ALIASES = {
     "rag_list_knowledge": "knowledge_list",
     "rag_search": "knowledge_search",

@@ -17,6 +17,8 @@ from openwebui_rag_mcp.models import ExactMatch, ExactMatches
 
 PHRASE_MAX_CHARS = 500
 FILES_MAX = 500
+# Documents read per call: enough for most bases; the answer says when a base had more candidates.
+FILES_READ = 200
 MATCHES_MAX = 500
 LINE_MAX_CHARS = 400
 _READERS = 4

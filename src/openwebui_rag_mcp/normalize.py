@@ -189,6 +189,41 @@ def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
     )
 
 
+def file_lines(body: object, *, first: int, last: int, max_chars: int) -> FileText:
+    """Lines `first`..`last` (1-based) of a document, each as "N: line", cut to `max_chars`. `offset` and
+    `next_offset` are character positions in the whole text, so reading on by characters works too; `truncated`
+    says that more text follows."""
+    whole = file_text(body, offset=0, max_chars=10**12)
+    starts = [0]
+    for index, char in enumerate(whole.text):
+        if char == "\n":
+            starts.append(index + 1)
+    if whole.text.endswith("\n"):
+        starts.pop()  # a final newline ends the last line, it starts none
+    chosen = range(first, min(last, len(starts)) + 1)
+    shown: list[str] = []
+    used = 0
+    end = starts[first - 1] if first <= len(starts) else len(whole.text)
+    for number in chosen:
+        start = starts[number - 1]
+        stop = starts[number] if number < len(starts) else len(whole.text)
+        line = f"{number}: {whole.text[start:stop].rstrip(chr(10))}"
+        if used + len(line) + 1 > max_chars and shown:
+            break
+        shown.append(line)
+        used += len(line) + 1
+        end = stop
+    text = "\n".join(shown)[:max_chars]
+    return whole.model_copy(
+        update={
+            "text": text,
+            "offset": starts[first - 1] if first <= len(starts) else len(whole.text),
+            "truncated": end < len(whole.text),
+            "next_offset": end if end < len(whole.text) else None,
+        }
+    )
+
+
 def _column(body: Mapping[str, Any], key: str, length: int | None) -> Sequence[object]:
     """One column of a retrieval answer (`[[...]]` or `[...]`), or Nones when the upstream left it out.
 

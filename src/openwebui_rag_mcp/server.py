@@ -34,7 +34,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
-from openwebui_rag_mcp import __version__, normalize, tools, writes
+from openwebui_rag_mcp import __version__, exact, normalize, tools, writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
@@ -45,6 +45,8 @@ from openwebui_rag_mcp.models import (
     DocumentRemoved,
     DocumentUpdated,
     ErrorBody,
+    ExactMatches,
+    FileAdded,
     FileText,
     Health,
     KnowledgeBase,
@@ -163,8 +165,21 @@ def _with_error_branch(schema: dict[str, Any]) -> dict[str, Any]:
     output schema too; without this branch they would hide our errors behind a schema complaint.
     """
     defs = schema.get("$defs", {})
-    result = {key: value for key, value in schema.items() if key not in ("$defs", "title", "type")}
-    return {"type": "object", "anyOf": [_inline_refs(result, defs), _ERROR_BRANCH]}
+    result = _inline_refs({key: value for key, value in schema.items() if key not in ("$defs", "title", "type")}, defs)
+    return {"type": "object", "anyOf": [_typed_where_never_null(result), _ERROR_BRANCH]}
+
+
+def _typed_where_never_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every field stays required, at every level; a field that may be null keeps no type. Spelled portably (anyOf
+    with null) that type would cost more of every agent's context than it tells; the docs give it."""
+    if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        return {**schema, "items": _typed_where_never_null(schema["items"])}
+    if "properties" not in schema:
+        return schema
+    properties = {
+        name: _typed_where_never_null(prop) for name, prop in schema["properties"].items() if "anyOf" not in prop
+    }
+    return {**schema, "properties": properties}
 
 
 # Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`).
@@ -234,8 +249,9 @@ async def knowledge_search(
     k_reranker: Annotated[
         int | None, arg("Reranker candidates (hybrid search)", minimum=1, maximum=tools.K_RERANKER_MAX)
     ] = None,
+    file_ids: Annotated[list[str] | None, arg("Or only these documents' file_ids")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
-    return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker))
+    return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids))
 
 
 async def knowledge_get_file(
@@ -243,8 +259,21 @@ async def knowledge_get_file(
     file_id: FileId,
     offset: Annotated[int, arg("First character (next_offset)", minimum=0)] = 0,
     max_chars: Annotated[int | None, arg("Max characters (default RAG_FILE_MAX_CHARS)", minimum=1)] = None,
+    start_line: Annotated[int | None, arg("Read lines from here, as 'N: text'", minimum=1)] = None,
+    end_line: Annotated[int | None, arg("to here (default +99)", minimum=1)] = None,
 ) -> Annotated[CallToolResult, FileText]:
-    return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars))
+    return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars, start_line, end_line))
+
+
+async def knowledge_find(
+    ctx: Ctx,
+    knowledge_id: KnowledgeId,
+    phrase: Annotated[str, arg("Exact text to find, one line")],
+    case_sensitive: Annotated[bool, arg("Match case")] = False,
+    max_files: Annotated[int, arg("Documents to read", minimum=1, maximum=exact.FILES_MAX)] = 50,
+    max_matches: Annotated[int, arg("Lines to return", minimum=1, maximum=exact.MATCHES_MAX)] = 50,
+) -> Annotated[CallToolResult, ExactMatches]:
+    return await respond(exact.find_exact(_app(ctx), knowledge_id, phrase, case_sensitive, max_files, max_matches))
 
 
 async def knowledge_health(
@@ -279,6 +308,22 @@ async def knowledge_add(
         await ctx.report_progress(done, total, message)
 
     return await respond(writes.add_document(_app(ctx), knowledge_id, text, title, metadata, progress), write=True)
+
+
+async def knowledge_add_file(
+    ctx: Ctx,
+    knowledge_id: KnowledgeId,
+    path: Annotated[str | None, arg("Local file (allowed folders, stdio)")] = None,
+    content_base64: Annotated[str | None, arg("Or the bytes, base64, with filename")] = None,
+    filename: Annotated[str | None, arg("e.g. report.pdf")] = None,
+    title: Annotated[str | None, arg("Default: the file name")] = None,
+    metadata: Annotated[dict[str, Any] | None, arg("JSON kept with it")] = None,
+) -> Annotated[CallToolResult, FileAdded]:
+    async def progress(done: float, total: float, message: str) -> None:
+        await ctx.report_progress(done, total, message)
+
+    source = writes.FileSource(path=path, content_base64=content_base64, filename=filename)
+    return await respond(writes.add_file(_app(ctx), knowledge_id, source, title, metadata, progress), write=True)
 
 
 async def knowledge_update(
@@ -473,12 +518,14 @@ _LIST = "Find knowledge bases: knowledge_id (other tools take it), name, descrip
 _FILES = "List a base's documents by knowledge_id: file_id, title, filename, size; newest first, paged."
 _SEARCH = "Semantic search in knowledge bases: text fragments, best first, with file_id, title, source and scores."
 _GET_FILE = "Read a document's text by file_id; a cut text goes on at offset=next_offset."
+_FIND = "Find exact text in a base's documents (knowledge_id): matching lines with file_id and line number."
+_ADD_FILE = "Add a file (PDF, office, HTML, CSV...) to a base by knowledge_id; Open WebUI extracts its text."
 _HEALTH = "Check Open WebUI answers this key: version, capabilities, controls; deep also tests retrieval."
 _CREATE = "Create an empty knowledge base, private until shared in Open WebUI; returns its knowledge_id."
 _ADD = "Add a text document to a base by knowledge_id, wait until indexed; returns its file_id."
 _UPDATE = "Replace a document's text by file_id and re-index it in base knowledge_id; all bases with the file see it."
 _DELETE = "Remove a document (file_id) from base knowledge_id; the file and other bases keep it."
-_ALIAS = " Alias of {0}, with the same result."
+_ALIAS = " Alias of {0}."
 
 
 def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
@@ -538,9 +585,11 @@ def create_server(
         (knowledge_files, _FILES, READ),
         (knowledge_search, _SEARCH, READ),
         (knowledge_get_file, _GET_FILE, READ),
+        (knowledge_find, _FIND, READ),
         (knowledge_health, _HEALTH, READ),
         (knowledge_create, _CREATE, CREATE),
         (knowledge_add, _ADD, CREATE),
+        (knowledge_add_file, _ADD_FILE, CREATE),
         (knowledge_update, _UPDATE, CHANGE),
         (knowledge_delete, _DELETE, CHANGE),
     ]

@@ -225,7 +225,12 @@ async def list_files(
 
 
 async def search(
-    app: App, query: str, knowledge_ids: list[str] | None, top_k: int | None, k_reranker: int | None
+    app: App,
+    query: str,
+    knowledge_ids: list[str] | None,
+    top_k: int | None,
+    k_reranker: int | None,
+    file_ids: list[str] | None = None,
 ) -> SearchResult:
     text = query.strip()
     if not text:
@@ -235,6 +240,8 @@ async def search(
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
+    if file_ids is not None:
+        return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker)
     if knowledge_ids is None:
         listed = app.readable.remember(
             app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
@@ -255,13 +262,49 @@ async def search(
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
-async def get_file(app: App, file_id: str, offset: int, max_chars: int | None) -> FileText:
+async def _search_documents(
+    app: App, text: str, knowledge_ids: list[str] | None, file_ids: list[str], k: int, k_reranker: int | None
+) -> SearchResult:
+    """Search inside chosen documents: Open WebUI keeps one collection per file, `file-<id>`."""
+    if knowledge_ids is not None:
+        raise invalid_argument("give knowledge_ids or file_ids, not both: file_ids already names the documents")
+    if len(file_ids) > KNOWLEDGE_IDS_MAX:
+        raise invalid_argument(f"file_ids has {len(file_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
+    files = await app.check_files_searchable(file_ids)
+    if not files:
+        return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
+    body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, k_reranker)
+    results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
+    return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
+
+
+LINES_MAX = 2_000
+
+
+async def get_file(
+    app: App,
+    file_id: str,
+    offset: int,
+    max_chars: int | None,
+    start_line: int | None = None,
+    end_line: int | None = None,
+) -> FileText:
     check_id(file_id, "file_id")
     check_range(offset, "offset", 0, 10**12)
     limit = app.settings.file_max_chars
     size = check_range(max_chars, "max_chars", 1, limit) if max_chars is not None else limit
+    lines: tuple[int, int] | None = None
+    if start_line is not None or end_line is not None:
+        if offset:
+            raise invalid_argument("give offset or start_line/end_line, not both")
+        first = check_range(start_line or 1, "start_line", 1, 10**9)
+        last = check_range(end_line if end_line is not None else first + 99, "end_line", first, 10**9)
+        lines = (first, min(last, first + LINES_MAX - 1))
     await app.check_file(file_id)
-    return normalize.file_text(await app.client.file(file_id), offset=offset, max_chars=size)
+    body = await app.client.file(file_id)
+    if lines is not None:
+        return normalize.file_lines(body, first=lines[0], last=lines[1], max_chars=size)
+    return normalize.file_text(body, offset=offset, max_chars=size)
 
 
 PROBE_BASES = 3
