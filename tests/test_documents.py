@@ -1,0 +1,133 @@
+"""Search inside chosen documents (file_ids, each checked readable first) and reading a document by lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import respx
+
+from openwebui_rag_mcp import normalize, tools
+from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.errors import ToolFailure
+from tests.conftest import make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+
+MINE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
+THEIRS = "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+TEXT = "first line\nsecond line has ERR-4711\nthird line\n"
+
+
+def upstream() -> tuple[respx.Router, respx.Route]:
+    router = new_router()
+    router.get("/api/version").respond(json={"version": "0.6.5"})
+    router.get(f"/api/v1/files/{MINE}").respond(json={"id": MINE, "filename": "a.md", "data": {"content": TEXT}})
+    router.get(f"/api/v1/files/{THEIRS}").respond(401, json={"detail": "You do not have permission to access this"})
+    query = router.post("/api/v1/retrieval/query/collection").respond(
+        json={"documents": [["second line has ERR-4711"]], "metadatas": [[{"file_id": MINE}]], "distances": [[0.8]]}
+    )
+    return router, query
+
+
+@asynccontextmanager
+async def app_for(router: respx.Router, **env: str) -> AsyncIterator[App]:
+    settings = make_settings(**env)
+    client = OpenWebUIClient(settings, transport=mock_transport(router))
+    try:
+        yield App(settings=settings, client=client)
+    finally:
+        await client.aclose()
+
+
+async def test_search_inside_a_readable_document() -> None:
+    router, query = upstream()
+    async with app_for(router) as app:
+        found = await tools.search(app, "error", None, None, None, file_ids=[MINE])
+        again = await tools.search(app, "error", None, None, None, file_ids=[MINE])
+    assert json.loads(query.calls.last.request.content)["collection_names"] == [f"file-{MINE}"]
+    assert found.results[0].file_id == MINE
+    assert again.count == 1
+    reads = [c for c in router.calls if c.request.url.path == f"/api/v1/files/{MINE}"]
+    assert len(reads) == 1  # the readability check is remembered
+
+
+async def test_a_document_the_key_cannot_read_is_never_searched() -> None:
+    """Older releases' retrieval checks no access: the server asks the Files API first."""
+    router, query = upstream()
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "error", None, None, None, file_ids=[MINE, THEIRS])
+    assert caught.value.code == "not_found"
+    assert THEIRS in caught.value.message
+    assert MINE not in caught.value.message
+    assert query.call_count == 0
+
+
+async def test_under_an_allowlist_a_document_must_be_in_an_allowed_base() -> None:
+    router, query = upstream()
+    allowed = "c0ffee00-1111-4222-8333-444455556666"
+    router.get(f"/api/v1/knowledge/{allowed}").respond(json={"id": allowed, "files": [{"id": THEIRS}]})
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=allowed) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "error", None, None, None, file_ids=[MINE])
+    assert caught.value.code == "not_found"
+    assert "OPENWEBUI_KNOWLEDGE_IDS" in caught.value.message
+    assert query.call_count == 0
+
+
+async def test_bases_and_documents_together_are_refused() -> None:
+    router, query = upstream()
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "error", ["kb"], None, None, file_ids=[MINE])
+    assert (caught.value.code, query.call_count) == ("invalid_argument", 0)
+
+
+def body(text: str) -> dict[str, object]:
+    return {"id": MINE, "filename": "a.md", "data": {"content": text}}
+
+
+def test_lines_are_numbered_and_continue_by_characters() -> None:
+    read = normalize.file_lines(body(TEXT), first=2, last=2, max_chars=1000)
+    assert read.text == "2: second line has ERR-4711"
+    assert read.offset == len("first line\n")
+    assert read.truncated is True
+    assert read.next_offset == len("first line\nsecond line has ERR-4711\n")
+    assert TEXT[read.next_offset :] == "third line\n"
+
+
+def test_lines_past_the_end_and_the_last_line() -> None:
+    last = normalize.file_lines(body(TEXT), first=3, last=10, max_chars=1000)
+    assert (last.text, last.truncated, last.next_offset) == ("3: third line", False, None)
+    beyond = normalize.file_lines(body(TEXT), first=9, last=10, max_chars=1000)
+    assert (beyond.text, beyond.truncated) == ("", False)
+    no_final_newline = normalize.file_lines(body("a\nb"), first=1, last=5, max_chars=1000)
+    assert no_final_newline.text == "1: a\n2: b"
+
+
+def test_lines_stop_at_max_chars() -> None:
+    many = "\n".join(f"line {n}" for n in range(1, 101))
+    read = normalize.file_lines(body(many), first=1, last=100, max_chars=30)
+    assert read.text.startswith("1: line 1\n2: line 2")
+    assert len(read.text) <= 30
+    assert read.truncated is True
+    assert many[read.next_offset or 0 :].startswith("line ")
+
+
+async def test_get_file_by_lines_through_the_tool() -> None:
+    router, _ = upstream()
+    async with app_for(router) as app:
+        read = await tools.get_file(app, MINE, 0, None, start_line=2, end_line=2)
+    assert read.text == "2: second line has ERR-4711"
+
+
+async def test_a_range_ending_before_it_starts_is_refused() -> None:
+    router, _ = upstream()
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.get_file(app, MINE, 0, None, start_line=5, end_line=2)
+    assert caught.value.code == "invalid_argument"
