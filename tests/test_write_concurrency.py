@@ -47,7 +47,7 @@ class Upstream:
     router: respx.Router
     log: list[tuple[int, str]] = field(default_factory=list)  # (sequence, step) in arrival order
     polls: Counter[int] = field(default_factory=Counter)
-    searches: list[tuple[float, float]] = field(default_factory=list)  # (start, end) as the mock saw them
+    searches: list[int] = field(default_factory=list)  # how many documents were attached when each search arrived
     first_write: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -91,10 +91,8 @@ class Upstream:
         return httpx.Response(200, json={"id": kb, "name": f"База {sequence}", "files": [], "write_access": False})
 
     async def _search(self, request: httpx.Request) -> httpx.Response:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+        self.searches.append(sum(1 for _, step in self.log if step == "attach"))
         await asyncio.sleep(DELAY)
-        self.searches.append((start, loop.time()))
         names = json.loads(request.content)["collection_names"]
         meta = {"file_id": FILES[0], "name": "doc_00.md", "source": "doc_00.md"}
         return httpx.Response(
@@ -156,12 +154,9 @@ async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream:
     write_done: dict[int, float] = {}
     results: dict[int, dict[str, Any]] = {}
     search_done: list[float] = []
-    writes_started = 0.0
 
     async def search_meanwhile(client: Client) -> None:
-        nonlocal writes_started
         await upstream.first_write.wait()
-        writes_started = loop.time()
         for _ in range(SEARCHES):
             found = await client.call_tool("knowledge_search", {"query": "документ", "knowledge_ids": [KBS[0]]})
             assert not found.is_error, found.content
@@ -189,20 +184,11 @@ async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream:
         steps.setdefault(sequence, []).append(step)
     assert steps == dict.fromkeys(range(N), STEPS)
 
-    # Reads went past the lock: the searches, started once the writes were under way, all finished while most
-    # writes were still waiting their turn.
+    # Reads went past the lock: counted, not timed, so load cannot make this flaky. The searches, started once the
+    # writes were under way, all reached Open WebUI while most documents were still waiting their turn.
     assert len(search_done) == SEARCHES
     assert len(upstream.searches) == SEARCHES
-    last_write = max(write_done.values())
-    last_search = max(search_done)
-    assert last_search < last_write
-    writes_done_by_then = sum(1 for t in write_done.values() if t <= last_search)
-    assert writes_done_by_then <= N // 2, (
-        writes_done_by_then,
-        last_search - writes_started,
-        last_write - writes_started,
-    )
-    assert last_search - writes_started < (last_write - writes_started) / 3
+    assert max(upstream.searches) <= N // 2, upstream.searches
 
 
 class _NoLock:
