@@ -11,33 +11,56 @@ Endpoints:
 * ``GET /v1/models`` (also ``/models``): a one-model list.
 * ``GET /health``: ``{"status": true}``.
 
-Vectors are a hashed bag of words: the text is lower-cased and split on non-word characters (Unicode-aware, so
-Cyrillic works; CJK characters are also used one by one as tokens), each token is hashed with CRC-32 into ``DIM``
-buckets, the counts are L2-normalised, and an empty text gets ``1.0`` in bucket 0. Texts that share words therefore
-get a higher cosine similarity than unrelated ones, which makes retrieval rankings meaningful.
+Vectors are hashed word and character n-grams, so that shared words rank sensibly in any script:
+
+* the text is normalised with Unicode NFKC and case folding (and ``ё`` as ``е``); anything that is not a letter, a
+  digit or a combining mark separates words;
+* very common English and Russian words (``the``, ``are``, ``и``, ``на`` ...) are dropped, unless nothing else is
+  left;
+* each remaining word gives its crudely stemmed form (English plurals, common Russian endings: ``bananas`` and
+  ``banana``, ``Москвы`` and ``Москва`` meet) plus its character 3-grams with the word's edges marked, at a lower
+  weight, so other inflections still overlap;
+* scripts written without spaces (CJK, kana, Hangul, Thai, Lao, Khmer, Myanmar) give character unigrams (minus a few
+  particles such as ``的``) and character bigrams instead;
+* each feature's weight is ``1 + ln(count)`` times the weight of its kind; features are hashed with BLAKE2b (stable
+  across processes, unlike ``hash()``) into ``DIM`` buckets with a hashed sign, and the vector is L2-normalised. An
+  empty text (or one with no letters or digits) gets ``1.0`` in bucket 0.
+
+There is no model and no IDF: texts that share more (and rarer-than-stop-word) words get a higher cosine similarity,
+which is what the README's demo searches and the tests need.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
+import hashlib
 import json
 import math
-import re
 import struct
 import sys
-import zlib
+import unicodedata
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-DIM = 256
+DIM = 512
 MODEL_NAME = "fake-embed"
 
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
+# Weights of the feature kinds (before the sub-linear count weighting and the final L2 normalisation).
+WORD_WEIGHT = 1.0  # a stemmed word
+TRIGRAM_WEIGHT = 0.25  # each character 3-gram of a word (a 6-letter word has 6 of them)
+CHAR_WEIGHT = 0.5  # one character of an unspaced script
+BIGRAM_WEIGHT = 1.0  # two adjacent characters of an unspaced script (closest to a word there)
 
-# Scripts written without spaces between words: each character also becomes a token.
-_CJK_RANGES = (
+# Scripts written without spaces between words: their characters become unigram and bigram features.
+_UNSPACED_RANGES = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
     (0x2E80, 0x2FDF),  # CJK radicals
+    (0x3005, 0x3007),  # 々 〆 〇
     (0x3040, 0x30FF),  # Hiragana, Katakana
     (0x3100, 0x312F),  # Bopomofo
     (0x3130, 0x318F),  # Hangul compatibility jamo
@@ -50,35 +73,149 @@ _CJK_RANGES = (
 )
 
 
-def _is_cjk(char: str) -> bool:
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+# Very common words, dropped unless a text has nothing else (then they are kept, so "the" still has a vector).
+STOP_WORDS = frozenset(
+    _words(
+        """
+        a about after all also an and any are as at be been before being both but by can could did do does doing down
+        during each for from further had has have having he her here hers him his how i if in into is it its itself
+        just me more most my no nor not now of off on once only or other our ours out over own same she should so some
+        such than that the their theirs them then there these they this those through to too under until up very was
+        we were what when where which while who whom why will with would you your yours
+        а б без бы был была были было быть в вам вас во вот все всего вы где да даже для до его ее ей если есть еще же
+        за и из или им их к как ко когда кто ли либо мне мы на над не него нее нет ни них но ну о об однако он она они
+        оно от по под при про с со так такой там то тоже только тот у уж уже чем что чтобы эта эти это этот я
+        """
+    )
+)
+# Particles and other very common characters of unspaced scripts: dropped as unigrams, kept inside bigrams.
+STOP_CHARS = frozenset("的了是在和与及之也而或其这那个们有就都着把被给从对以于为のはがをにでともやへかねよ")
+
+_EN_PLURAL = (("sses", "ss"), ("ies", "y"), ("xes", "x"), ("ches", "ch"), ("shes", "sh"), ("zes", "z"))
+# Longest first, so "ами" wins over "и".
+_RU_ENDINGS = tuple(
+    sorted(
+        _words(
+            """
+            иями ями ами ией иях ях ах ого его ому ему ыми ими ой ей ий ый ая яя ое ее ые ие ую юю ом ем ам ям ов ев ия
+            ию ии ье ья ью ть а я ы и у ю е о ь й
+            """
+        ),
+        key=len,
+        reverse=True,
+    )
+)
+
+
+def _is_unspaced(char: str) -> bool:
     code = ord(char)
-    return any(low <= code <= high for low, high in _CJK_RANGES)
+    return any(low <= code <= high for low, high in _UNSPACED_RANGES)
+
+
+def normalize(text: str) -> str:
+    """NFKC, case folding, and ``ё`` as ``е``."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("ё", "е")
+
+
+def _segments(text: str) -> list[tuple[bool, str]]:
+    """Split normalised ``text`` into runs of word characters (letters, digits, marks): ``(unspaced, run)``."""
+    segments: list[tuple[bool, str]] = []
+    current: list[str] = []
+    current_unspaced = False
+    for char in normalize(text):
+        major = unicodedata.category(char)[0]
+        if major not in "LNM":
+            kind: bool | None = None  # punctuation, symbols, spaces, controls: a separator
+        elif major == "M" and current:
+            kind = current_unspaced  # a combining mark stays with its base character
+        else:
+            kind = _is_unspaced(char)
+        if current and kind != current_unspaced:
+            segments.append((current_unspaced, "".join(current)))
+            current = []
+        if kind is not None:
+            current_unspaced = kind
+            current.append(char)
+    if current:
+        segments.append((current_unspaced, "".join(current)))
+    return segments
 
 
 def tokenize(text: str) -> list[str]:
-    """Split ``text`` into lower-case word tokens; CJK characters are additionally emitted one by one."""
+    """The normalised words of ``text``, stop words included; unspaced scripts give one token per character."""
     tokens: list[str] = []
-    for match in _WORD_RE.finditer(text.lower()):
-        word = match.group(0)
-        tokens.append(word)
-        tokens.extend(char for char in word if _is_cjk(char))
+    for unspaced, run in _segments(text):
+        if unspaced:
+            tokens.extend(run)
+        else:
+            tokens.append(run)
     return tokens
 
 
-def _bucket(token: str, dim: int) -> int:
-    return zlib.crc32(token.encode("utf-8")) % dim
+def stem(word: str) -> str:
+    """A crude, dictionary-free stem: English plurals and common Russian endings; other words stay as they are."""
+    if word.isascii():
+        if len(word) > 4:
+            for suffix, replacement in _EN_PLURAL:
+                if word.endswith(suffix):
+                    return word[: -len(suffix)] + replacement
+        if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            return word[:-1]
+        return word
+    if "а" <= word[-1] <= "я":
+        for ending in _RU_ENDINGS:
+            if word.endswith(ending) and len(word) - len(ending) >= 3:
+                return word[: -len(ending)]
+    return word
+
+
+def features(text: str) -> dict[str, float]:
+    """The weighted features of ``text`` (before hashing): ``w:`` stems, ``g:`` 3-grams, ``c:`` and ``b:`` unspaced
+    characters and bigrams."""
+    segments = _segments(text)
+    words = [run for unspaced, run in segments if not unspaced]
+    kept = [word for word in words if word not in STOP_WORDS] or words
+    counts: Counter[tuple[str, float]] = Counter()
+    for word in kept:
+        counts["w:" + stem(word), WORD_WEIGHT] += 1
+        if len(word) >= 3:
+            padded = f"<{word}>"
+            for start in range(len(padded) - 2):
+                counts["g:" + padded[start : start + 3], TRIGRAM_WEIGHT] += 1
+    for unspaced, run in segments:
+        if not unspaced:
+            continue
+        for index, char in enumerate(run):
+            if char not in STOP_CHARS or len(run) == 1:
+                counts["c:" + char, CHAR_WEIGHT] += 1
+            if index + 1 < len(run):
+                counts["b:" + run[index : index + 2], BIGRAM_WEIGHT] += 1
+    return {feature: weight * (1.0 + math.log(count)) for (feature, weight), count in counts.items()}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slot(feature: str, dim: int) -> tuple[int, float]:
+    """The bucket and sign of ``feature``: stable across processes and Python versions."""
+    digest = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "big")
+    return digest % dim, (1.0 if digest >> 63 else -1.0)
 
 
 def embed(text: str, dim: int = DIM) -> list[float]:
-    """Return the deterministic, L2-normalised hashed bag-of-words vector of ``text``."""
-    counts = [0.0] * dim
-    for token in tokenize(text):
-        counts[_bucket(token, dim)] += 1.0
-    norm = math.sqrt(sum(value * value for value in counts))
+    """Return the deterministic, L2-normalised hashed n-gram vector of ``text``."""
+    vector = [0.0] * dim
+    for feature, weight in features(text).items():
+        bucket, sign = _slot(feature, dim)
+        vector[bucket] += sign * weight
+    norm = math.sqrt(sum(value * value for value in vector))
     if norm == 0.0:
-        counts[0] = 1.0
-        return counts
-    return [value / norm for value in counts]
+        vector = [0.0] * dim
+        vector[0] = 1.0
+        return vector
+    return [value / norm for value in vector]
 
 
 def _inputs_as_texts(raw: Any) -> list[str]:

@@ -1,9 +1,9 @@
-"""The client set-up snippets: one source in ``clients/``, rendered into README.md and README.ru.md.
+"""The client set-up snippets: one source in ``clients/``, rendered into docs/clients.md and both READMEs.
 
-    python -m devtools.snippets            # rewrite the snippet blocks in the READMEs from clients/
-    python -m devtools.snippets --check    # exit 1 (and say where) if a README differs from clients/
+    python -m devtools.snippets            # rewrite the snippet blocks in those files from clients/
+    python -m devtools.snippets --check    # exit 1 (and say where) if one of them differs from clients/
 
-A README holds a snippet between two markers; everything between them is replaced by the file in a fenced block::
+A page holds a snippet between two markers; everything between them is replaced by the file in a fenced block::
 
     <!-- snippet:goose -->
     ```yaml
@@ -11,9 +11,10 @@ A README holds a snippet between two markers; everything between them is replace
     ```
     <!-- /snippet:goose -->
 
-README.md must show every snippet; README.ru.md may show some. The helpers below also read the snippets back (a
-small YAML reader for the Goose file, the ``claude mcp add`` command line, the MCP Inspector command lines) so that
-the tests check and run exactly what the README shows. Only the standard library is used.
+docs/clients.md must show every snippet; README.md and README.ru.md show the one their quick start needs. The helpers
+below also read the snippets back (a small YAML reader for the Goose file, the ``claude mcp add`` command line, the
+MCP Inspector command lines) so that the tests check and run exactly what the pages show. Only the standard library
+is used.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ REPO = Path(__file__).resolve().parent.parent
 CLIENTS_DIR = REPO / "clients"
 README = REPO / "README.md"
 README_RU = REPO / "README.ru.md"
+CLIENTS_DOC = REPO / "docs" / "clients.md"
 
 
-# name -> file in clients/; the name is what the README markers say.
+# name -> file in clients/; the name is what the markers say.
 SNIPPETS = {
     "goose": "goose.yaml",
     "claude_desktop": "claude_desktop.json",
@@ -61,7 +63,7 @@ _CLOSING = re.compile(r"<!-- /snippet:([a-z_]+) -->")
 
 
 class SnippetError(ValueError):
-    """A README's markers are broken, or a snippet cannot be read back."""
+    """A page's markers are broken, or a snippet cannot be read back."""
 
 
 def snippet_path(name: str) -> Path:
@@ -121,11 +123,15 @@ class Target:
     needs_all: bool
 
 
-TARGETS = (Target(README, needs_all=True), Target(README_RU, needs_all=False))
+TARGETS = (
+    Target(CLIENTS_DOC, needs_all=True),
+    Target(README, needs_all=False),
+    Target(README_RU, needs_all=False),
+)
 
 
 def problems(target: Target) -> list[str]:
-    """What is wrong with one README: broken markers, missing snippets, or blocks that differ from clients/."""
+    """What is wrong with one page: broken markers, missing snippets, or blocks that differ from clients/."""
     if not target.path.exists():
         return [f"{target.path.name} is missing"]
     text = target.path.read_text(encoding="utf-8")
@@ -347,7 +353,7 @@ def config_variables() -> set[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.snippets", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check; exit 1 if a README differs from clients/")
+    parser.add_argument("--check", action="store_true", help="only check; exit 1 if a page differs from clients/")
     args = parser.parse_args(argv)
     status = 0
     for target in TARGETS:
@@ -370,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem, file=sys.stderr)
             status = 1
     if args.check and status == 0:
-        print("README snippets match clients/")
+        print("client snippets in docs/clients.md and the READMEs match clients/")
     return status
 
 

@@ -1,4 +1,4 @@
-"""The README's compatibility table says what the release detection and the live suite establish.
+"""docs/compatibility.md's table says what the release detection and the live suite establish.
 
 The live suite runs against `devtools.openwebui_local.RELEASES` and asserts each release's documented behaviour
 (for example the refusal of knowledge_delete); this test keeps the table in step with both.
@@ -14,13 +14,13 @@ import pytest
 from devtools.openwebui_local import RELEASES
 from openwebui_rag_mcp.compat import Release
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+COMPATIBILITY = Path(__file__).resolve().parent.parent / "docs" / "compatibility.md"
 
 
 def table() -> dict[str, list[str]]:
-    text = README.read_text(encoding="utf-8")
+    text = COMPATIBILITY.read_text(encoding="utf-8")
     match = re.search(r"<!-- compat:begin -->(.*?)<!-- compat:end -->", text, re.S)
-    assert match, "README has no compatibility table between the markers"
+    assert match, "docs/compatibility.md has no compatibility table between the markers"
     rows: dict[str, list[str]] = {}
     for line in match.group(1).strip().splitlines()[2:]:  # skip the header and the rule
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]

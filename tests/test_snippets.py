@@ -1,4 +1,5 @@
-"""The client set-up snippets in clients/: what the READMEs show, that each parses and names only real settings.
+"""The client set-up snippets in clients/: what docs/clients.md and the READMEs show, that each parses and names only
+real settings.
 
 The live side (the snippets run against a real Open WebUI with real clients) is tests/live/test_live_clients.py.
 """
@@ -26,6 +27,7 @@ from openwebui_rag_mcp.config import ALIASES, READ_TOOLS, WRITE_TOOLS, load_sett
 
 README = snippets.README
 README_RU = snippets.README_RU
+CLIENTS_DOC = snippets.CLIENTS_DOC
 JSON_SNIPPETS = snippets.JSON_ROOTS
 # Lines that start with ./dev, .venv/bin/, npx, claude or python are commands.
 COMMAND = re.compile(r"(\./dev|npx|claude|python[0-9.]*)(\s|$)|\.venv/bin/")
@@ -34,34 +36,58 @@ COMMAND = re.compile(r"(\./dev|npx|claude|python[0-9.]*)(\s|$)|\.venv/bin/")
 # -- one source ------------------------------------------------------------------------------------------------
 
 
-def test_readme_matches_the_rendered_snippets() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert snippets.render(text) == text, "README.md differs from clients/: run python -m devtools.snippets"
-    assert set(snippets.markers(text)) == set(SNIPPETS)
+def test_clients_page_shows_every_rendered_snippet() -> None:
+    text = CLIENTS_DOC.read_text(encoding="utf-8")
+    assert snippets.render(text) == text, "docs/clients.md differs from clients/: run python -m devtools.snippets"
+    assert snippets.markers(text) == list(SNIPPETS)  # each once, in the order of SNIPPETS
     for name in SNIPPETS:
         assert snippets.shown(text, name) == [snippets.load(name)], name
 
 
-def test_russian_readme_shows_the_same_snippets() -> None:
-    text = README_RU.read_text(encoding="utf-8")
-    names = snippets.markers(text)
-    assert {"goose", "claude_desktop", "claude_code"} <= set(names)
-    assert snippets.render(text) == text, "README.ru.md differs from clients/: run python -m devtools.snippets"
-    for name in names:
-        assert snippets.shown(text, name) == [snippets.load(name)], name
+@pytest.mark.parametrize("readme", [README, README_RU], ids=["README.md", "README.ru.md"])
+def test_readmes_show_the_quick_start_snippet_as_rendered(readme: Path) -> None:
+    text = readme.read_text(encoding="utf-8")
+    assert snippets.render(text) == text, f"{readme.name} differs from clients/: run python -m devtools.snippets"
+    assert snippets.markers(text) == ["claude_desktop"]  # the quick start's client; the rest are in docs/clients.md
+    assert snippets.shown(text, "claude_desktop") == [snippets.load("claude_desktop")]
+    assert "(docs/clients.md)" in text
+
+
+def test_every_page_with_snippets_is_a_target() -> None:
+    pages = {target.path for target in snippets.TARGETS}
+    assert pages == {CLIENTS_DOC, README, README_RU}
+    assert [target.path for target in snippets.TARGETS if target.needs_all] == [CLIENTS_DOC]
+    marked = {
+        path
+        for path in snippets.REPO.rglob("*.md")
+        if not any(part.startswith(".") or part == "node_modules" for part in path.relative_to(snippets.REPO).parts)
+        and "<!-- snippet:" in path.read_text(encoding="utf-8")
+    }
+    assert marked - {snippets.CLIENTS_DIR / "README.md"} == pages  # clients/README.md only names the markers
 
 
 def test_check_command_passes_and_catches_a_stale_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert snippets.main(["--check"]) == 0
-    stale = tmp_path / "README.md"
-    stale.write_text(README.read_text(encoding="utf-8").replace("timeout: 360", "timeout: 30"), encoding="utf-8")
+    current = CLIENTS_DOC.read_text(encoding="utf-8")
+    stale = tmp_path / "clients.md"
+    stale.write_text(current.replace("timeout: 360", "timeout: 30"), encoding="utf-8")
     target = snippets.Target(stale, needs_all=True)
-    assert snippets.problems(target) == ["README.md differs from clients/ in: goose"]
+    assert snippets.problems(target) == ["clients.md differs from clients/ in: goose"]
     monkeypatch.setattr(snippets, "TARGETS", (target,))
     assert snippets.main(["--check"]) == 1
-    assert stale.read_text(encoding="utf-8") != README.read_text(encoding="utf-8")  # --check never writes
+    assert stale.read_text(encoding="utf-8") != current  # --check never writes
     assert snippets.main([]) == 0  # without --check it rewrites the block
-    assert stale.read_text(encoding="utf-8") == README.read_text(encoding="utf-8")
+    assert stale.read_text(encoding="utf-8") == current
+
+
+def test_a_page_that_must_show_every_snippet_says_which_is_missing(tmp_path: Path) -> None:
+    partial = tmp_path / "clients.md"
+    partial.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")  # Claude Desktop's only
+    missing = [name for name in SNIPPETS if name != "claude_desktop"]
+    assert snippets.problems(snippets.Target(partial, needs_all=True)) == [
+        f"clients.md has no block for snippet {name}" for name in missing
+    ]
+    assert snippets.problems(snippets.Target(partial, needs_all=False)) == []
 
 
 def test_broken_markers_are_reported() -> None:
@@ -233,16 +259,26 @@ def test_russian_readme_commands_and_variables_are_those_of_the_readme() -> None
     assert variables - _variables(english) == set()
 
 
-def test_russian_readme_links_to_the_readme_and_its_sections() -> None:
+def _sections(text: str) -> list[str]:
+    return re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+
+
+def _relative_links(text: str) -> set[str]:
+    """Where a page's relative links point (anchors inside the page itself left out)."""
+    targets = set(re.findall(r"\]\(([^)\s]+)\)", text))
+    return {target for target in targets if not target.startswith(("http://", "https://", "mailto:", "#"))}
+
+
+def test_russian_readme_has_the_structure_and_links_of_the_readme() -> None:
     english = README.read_text(encoding="utf-8")
     russian = README_RU.read_text(encoding="utf-8")
-    anchors = {
-        re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
-        for heading in re.findall(r"^#+ (.+)$", english, flags=re.MULTILINE)
-    }
-    links = re.findall(r"\(README\.md(#[^)]*)?\)", russian)
-    assert "" in links  # a plain link to the whole README
-    assert {link.removeprefix("#") for link in links if link} <= anchors
-    # The tool table has one row per tool the server has (aliases aside).
-    assert set(re.findall(r"^\| `(knowledge_[a-z_]+)` \|", russian, flags=re.MULTILINE)) == {*READ_TOOLS, *WRITE_TOOLS}
-    assert all(f"`{alias}`" in russian for alias in ALIASES)
+    # The same sections in the same order (titles translated), and the same places linked.
+    assert len(_sections(russian)) == len(_sections(english)), (_sections(english), _sections(russian))
+    assert _relative_links(russian) - {"README.md"} == _relative_links(english) - {"README.ru.md"}
+    assert "README.md" in _relative_links(russian)
+    assert "README.ru.md" in _relative_links(english)
+    # The tool tables have one row per tool the server has (aliases aside), and both name the aliases.
+    for text in (english, russian):
+        rows = set(re.findall(r"^\| `(knowledge_[a-z_]+)` \|", text, flags=re.MULTILINE))
+        assert rows == {*READ_TOOLS, *WRITE_TOOLS}
+        assert all(f"`{alias}`" in text for alias in ALIASES)

@@ -1,6 +1,7 @@
 """What every tool call shares for the life of the process, and the access policy over it.
 
-`App` holds the settings, the one Open WebUI client and the write lock. Its checks decide what a call may touch:
+`App` holds the settings, the one Open WebUI client and the write locks per base. Its checks decide what a
+call may touch:
 the allowlist (`OPENWEBUI_KNOWLEDGE_IDS`) and, on every release, that a base handed to Open WebUI's retrieval is one
 the key can read through the Knowledge API (older retrieval endpoints check no access themselves).
 """

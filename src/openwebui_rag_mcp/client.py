@@ -594,14 +594,14 @@ class OpenWebUIClient:
 
     async def files_containing(self, knowledge_id: str, phrase: str) -> list[Mapping[str, Any]]:
         """The documents of a base that may contain `phrase`: Open WebUI's own content search narrows the list where
-        the release has it (a case-insensitive superset of the exact matches); older releases ignore the filter and
-        list every document, which is a superset too."""
+        the release has it (a case-insensitive superset of the exact matches); elsewhere every document."""
 
         async def read(release: Release) -> list[Mapping[str, Any]]:
             if not release.paged_lists:
                 return normalize.nested_files(await self.knowledge(knowledge_id))
             path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
-            params = {"query": phrase, "include_content": "true"}
+            # Earlier paged releases match `query` against the filename only: there, read every document.
+            params = {"query": phrase, "include_content": "true"} if release.content_search else None
             items, _ = await self._all_pages(path, "the files of a knowledge base", params=params)
             return items
 

@@ -1,6 +1,6 @@
 """Which Open WebUI release we talk to, and what that release can do.
 
-Open WebUI changed its Knowledge API several times (see docs/compatibility in the README). The version from
+Open WebUI changed its Knowledge API several times (see docs/compatibility.md). The version from
 `GET /api/version` picks endpoints; parsers still accept every known shape, so a mislabelled build degrades
 gracefully instead of reading an empty list.
 """
@@ -22,6 +22,9 @@ KEEP_FILE_ON_REMOVE = (0, 6, 27)  # file/remove honours ?delete_file=false
 # POST /files/{id}/data/content/update re-indexes every base holding the file (read in 0.12.4's source; the 0.12.0
 # CHANGELOG fixes its error reporting). Before it, each base needs its own POST /knowledge/{id}/file/update.
 CONTENT_UPDATE_REINDEXES = (0, 12, 0)
+# GET /knowledge/{id}/files?query=&include_content=true searches the text (0.12.4's source; 0.6.43 matches the
+# filename only; the releases between are not in the matrix, so they read every document).
+CONTENT_SEARCH = (0, 12, 0)
 PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants is private; access_control is ignored
 
 
@@ -38,6 +41,10 @@ class Release:
             return cls(version, (999, 0, 0))
         major, minor, patch = match.groups()
         return cls(version, (int(major), int(minor), int(patch or 0)))
+
+    @property
+    def content_search(self) -> bool:
+        return self.known and self.parts >= CONTENT_SEARCH
 
     @property
     def private_by_default(self) -> bool:

@@ -125,6 +125,7 @@ async def test_read_only_mode_registers_no_write_tool(live_openwebui: Instance) 
             "knowledge_files",
             "knowledge_search",
             "knowledge_get_file",
+            "knowledge_find",
             "knowledge_health",
             "rag_list_knowledge",
             "rag_search",

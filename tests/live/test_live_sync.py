@@ -1,0 +1,324 @@
+"""`openwebui-rag-mcp sync DIR --knowledge-id ID` as a subprocess against a real Open WebUI of every release.
+
+A folder of 52 small files (Markdown, plain text, CSV, HTML; Cyrillic and CJK in names and text; subfolders) is
+synced into a new base; the base must then list exactly one document per file, named `<path key>~<12 hex digits of
+the SHA-256 of the bytes>.<ext>`, and a second run must change nothing. Then a file is edited, one renamed, one
+deleted and one added: `--dry-run` reports and changes nothing, a run without `--delete` keeps the deleted file's
+document, a run with `--delete` ends with exactly the folder's files. Last, a run killed half-way (SIGTERM) and run
+again ends with the same documents as the uninterrupted runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from devtools import openwebui_local as owui
+from devtools.openwebui_local import Instance
+from openwebui_rag_mcp.compat import Release
+from openwebui_rag_mcp.sync import scan, synced_name
+from tests.live.stdio import SCRIPT
+
+FILES = 52
+RUN_TIMEOUT = 300.0
+SUMMARY = re.compile(
+    r"^done: (?P<added>\d+) added, (?P<replaced>\d+) replaced, (?P<removed>\d+) removed, "
+    r"(?P<unchanged>\d+) unchanged, (?P<failed>\d+) failed$"
+)
+# Subfolders (Cyrillic and CJK among them) and name stems the files are spread over.
+FOLDERS = ("", "docs", "docs/deep", "заметки", "ノート/第二")
+STEMS = ("note", "отчёт", "メモ", "plan")
+
+
+@dataclass
+class Run:
+    code: int
+    lines: list[str]
+    seconds: float
+
+    @property
+    def summary(self) -> dict[str, int]:
+        matches = [SUMMARY.match(line) for line in self.lines]
+        found = [match for match in matches if match]
+        assert len(found) == 1, f"no single summary line in {self.lines!r}"
+        return {name: int(value) for name, value in found[0].groupdict().items()}
+
+
+def sync_env(inst: Instance) -> dict[str, str]:
+    """The admin's credentials and nothing else of this server's configuration (no proxies: Open WebUI is local)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("OPENWEBUI_", "RAG_", "REDIS_")) and "proxy" not in name.lower()
+    }
+    env.update({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": inst.api_key, "OPENWEBUI_TIMEOUT": "60"})
+    return env
+
+
+def command(folder: Path, knowledge_id: str, *flags: str) -> list[str]:
+    return [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id, *flags]
+
+
+def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str) -> Run:
+    started = time.monotonic()
+    done = subprocess.run(
+        command(folder, knowledge_id, *flags),
+        env=sync_env(inst),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert inst.api_key not in done.stdout + done.stderr
+    return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started)
+
+
+def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
+    """file_id -> filename of every document Open WebUI itself lists in the base (every page)."""
+    found: dict[str, str] = {}
+    with owui.client(inst) as http:
+        if not Release.parse(inst.version).paged_lists:
+            base = http.get(f"/api/v1/knowledge/{knowledge_id}").json()
+            return {item["id"]: item["filename"] for item in base.get("files") or []}
+        page = 1
+        while True:
+            answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}).json()
+            found.update((item["id"], item["filename"]) for item in answer["items"])
+            if not answer["items"] or len(found) >= answer["total"]:
+                return found
+            page += 1
+
+
+def names_of(inst: Instance, knowledge_id: str) -> list[str]:
+    return sorted(documents_of(inst, knowledge_id).values())
+
+
+def expected_names(folder: Path) -> list[str]:
+    """One name per file of the folder: as the sync command names them, and ending as the brief says, with the
+    first 12 hex digits of the SHA-256 of the file's bytes (computed here) and its extension."""
+    local, refused = scan(folder, 10**9)
+    assert refused == [], refused
+    names = sorted(synced_name(file) for file in local)
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    assert len(names) == len(files)
+    endings = sorted(f"~{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}{path.suffix}" for path in files)
+    assert sorted(name[name.rindex("~") :] for name in names) == endings
+    return names
+
+
+def content(kind: str, index: int, relative: str, run: str) -> str:
+    """Small, unique text (Open WebUI refuses identical text twice in one base)."""
+    words = f"document {index} of run {run}, kept at {relative}"
+    if kind == "md":
+        return f"# Заметка {index} · 笔记 {index}\n\nThe {words}.\nЁжик считает до {index}. 第{index}章。\n"
+    if kind == "txt":
+        return f"Plain text {index}\n{words}\nПростой текст номер {index}; 純文本 {index}\n"
+    if kind == "csv":
+        return f"id,name,note\n{index},Имя {index},{words}\n{index + 1},名前 {index},second row {index}\n"
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Page {index}</title></head>\n"
+        f"<body>\n<h1>Page {index}</h1>\n<p>The {words}.</p>\n<p>Страница {index} 页面</p>\n</body></html>\n"
+    )
+
+
+def make_folder(root: Path, run: str) -> Path:
+    folder = root / "синхро 同期"
+    kinds = ("md", "txt", "csv", "html")
+    for index in range(FILES):
+        kind = kinds[index % len(kinds)]
+        sub = FOLDERS[index % len(FOLDERS)]
+        stem = STEMS[(index // len(kinds)) % len(STEMS)]
+        relative = f"{sub}/{stem}-{index:02d}.{kind}".lstrip("/")
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content(kind, index, relative, run), encoding="utf-8")
+    return folder
+
+
+def assert_one_document_per_file(inst: Instance, knowledge_id: str, folder: Path) -> None:
+    names = names_of(inst, knowledge_id)
+    assert len(names) == len(set(names)), f"duplicate documents: {names}"
+    assert names == expected_names(folder)
+
+
+def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Instance, tmp_path: Path) -> None:
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    folder = make_folder(tmp_path, run)
+    assert len(expected_names(folder)) == FILES
+    knowledge_id = owui.create_knowledge(inst, f"sync-{run}", "a folder kept in sync", private=True)
+    timings: list[str] = []
+
+    # 1. The first run adds every file.
+    first = run_sync(inst, folder, knowledge_id)
+    timings.append(f"first run ({FILES} uploads): {first.seconds:.1f} s")
+    assert first.code == 0, first.lines
+    assert first.summary == {"added": FILES, "replaced": 0, "removed": 0, "unchanged": 0, "failed": 0}
+    assert_one_document_per_file(inst, knowledge_id, folder)
+    synced = documents_of(inst, knowledge_id)
+
+    # 2. The second run is a no-op.
+    second = run_sync(inst, folder, knowledge_id)
+    timings.append(f"second run (no-op): {second.seconds:.1f} s")
+    assert second.code == 0, second.lines
+    assert second.summary == {"added": 0, "replaced": 0, "removed": 0, "unchanged": FILES, "failed": 0}
+    assert documents_of(inst, knowledge_id) == synced
+
+    # 3. An edit, a rename, a deletion and a new file.
+    edited = folder / "docs" / "отчёт-06.csv"
+    renamed_from, renamed_to = folder / "заметки" / "plan-13.txt", folder / "заметки" / "переименован 改名.txt"
+    deleted = folder / "ノート" / "第二" / "отчёт-04.md"
+    new = folder / "docs" / "deep" / "新しい-новый.html"
+    for path in (edited, renamed_from, deleted):
+        assert path.is_file(), path
+    old_names = {path: synced_name_of(folder, path) for path in (edited, renamed_from, deleted)}
+    edited.write_text(edited.read_text(encoding="utf-8") + "99,Правка 编辑,an edited row\n", encoding="utf-8")
+    renamed_from.rename(renamed_to)
+    deleted.unlink()
+    new.write_text(content("html", 99, "docs/deep/новый.html", run), encoding="utf-8")
+    final_names = expected_names(folder)
+    assert len(final_names) == FILES
+
+    # 4. --dry-run says what it would do and does nothing, with or without --delete.
+    for flags in (("--dry-run",), ("--dry-run", "--delete")):
+        dry = run_sync(inst, folder, knowledge_id, *flags)
+        assert dry.code == 0, dry.lines
+        said = "\n".join(dry.lines)
+        assert "dry run: nothing was changed" in said
+        assert f"would replace  {edited.relative_to(folder).as_posix()}" in dry.lines, dry.lines
+        assert f"would add      {renamed_to.relative_to(folder).as_posix()}" in dry.lines, dry.lines
+        assert f"would add      {new.relative_to(folder).as_posix()}" in dry.lines, dry.lines
+        removals = [line for line in dry.lines if line.startswith("would remove")]
+        if "--delete" in flags:
+            removed_keys = {old_names[renamed_from], old_names[deleted]}
+            assert len(removals) == 2, dry.lines
+            assert all(any(key.split("~")[0] in line for line in removals) for key in removed_keys), dry.lines
+        else:
+            assert removals == [], dry.lines
+        assert documents_of(inst, knowledge_id) == synced, f"{flags} changed the base"
+
+    # From here every check runs and the failures are reported together: one wrong step must not hide the others.
+    problems: list[str] = []
+
+    def check(condition: bool, what: str) -> None:
+        if not condition:
+            problems.append(what)
+
+    # 5. Without --delete: the edit and the new file arrive, the deleted file's document stays. The renamed file's
+    # text is still in the base under its old name, which Open WebUI refuses to hold twice: added, or refused as
+    # duplicate_content (then the run says so and exits 1); either way the summary counts what happened.
+    kept = run_sync(inst, folder, knowledge_id)
+    timings.append(f"run without --delete: {kept.seconds:.1f} s")
+    names = names_of(inst, knowledge_id)
+    renamed_line = [line for line in kept.lines if renamed_to.relative_to(folder).as_posix() in line]
+    renamed_added = synced_name_of(folder, renamed_to) in names
+    check(
+        renamed_added or any("FAILED - duplicate_content" in line for line in renamed_line),
+        f"the renamed file was neither added nor refused as a duplicate: {kept.lines}",
+    )
+    check(kept.code == (0 if renamed_added else 1), f"run without --delete: exit {kept.code}: {kept.lines}")
+    check(kept.summary == counted(kept), f"run without --delete: the summary is not what happened: {kept.lines}")
+    check(old_names[deleted] in names, "the deleted file's document was removed without --delete")
+    check(old_names[renamed_from] in names, "the renamed file's old document was removed without --delete")
+    check(old_names[edited] not in names, "the edited file's old version is still there")
+    missing = set(final_names) - set(names)
+    check(
+        missing <= (set() if renamed_added else {synced_name_of(folder, renamed_to)}),
+        f"files of the folder missing after the run without --delete: {sorted(missing)}",
+    )
+
+    # 6. With --delete: exactly the folder's files.
+    pruned = run_sync(inst, folder, knowledge_id, "--delete")
+    timings.append(f"run with --delete: {pruned.seconds:.1f} s")
+    check(pruned.code == 0, f"run with --delete: exit {pruned.code}: {pruned.lines}")
+    check(pruned.summary == counted(pruned), f"run with --delete: the summary is not what happened: {pruned.lines}")
+    check(pruned.summary["removed"] == 2, f"run with --delete: not 2 removed: {pruned.lines}")
+    names = names_of(inst, knowledge_id)
+    check(
+        names == final_names,
+        f"after the run with --delete the base has {sorted(set(names) - set(final_names))} more and "
+        f"{sorted(set(final_names) - set(names))} fewer than the folder",
+    )
+
+    # 7. A run killed half-way (SIGTERM after half the files were reported), then run again, ends with the same
+    # documents as an uninterrupted run: one per file of the folder, no duplicate.
+    other = owui.create_knowledge(inst, f"sync-killed-{run}", "a folder kept in sync, interrupted", private=True)
+    files_before = owui.file_ids(inst)
+    started = time.monotonic()
+    reported: list[str] = []
+    with subprocess.Popen(
+        command(folder, other), env=sync_env(inst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:  # one line per file, flushed as each is done
+                reported.append(line.rstrip("\n"))
+                if sum(entry.endswith(": ok") for entry in reported) >= FILES // 2:
+                    break
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == -signal.SIGTERM, (process.returncode, reported)
+    interrupted = names_of(inst, other)
+    assert 0 < len(interrupted) < FILES, f"the run was not stopped half-way: {len(interrupted)} documents"
+    timings.append(f"killed run: {time.monotonic() - started:.1f} s, {len(interrupted)} documents")
+
+    again = run_sync(inst, folder, other)
+    timings.append(f"run after the kill: {again.seconds:.1f} s")
+    check(again.code == 0 and again.summary["failed"] == 0, f"run after the kill: {again.lines}")
+    check(again.summary == counted(again), f"run after the kill: the summary is not what happened: {again.lines}")
+    names = names_of(inst, other)
+    check(len(names) == len(set(names)), f"duplicate documents after the kill and a new run: {names}")
+    check(names == final_names, f"after the kill and a new run: {sorted(set(names) ^ set(final_names))} differ")
+    # The command works one file at a time: a kill can leave at most the one upload it was making, in no base.
+    orphans = owui.file_ids(inst) - files_before - set(documents_of(inst, other))
+    check(len(orphans) <= 1, f"the killed run and the next left {len(orphans)} uploads in no base: {orphans}")
+    timings.append(f"uploads left in no base by the kill: {len(orphans)}")
+    print("\n" + "; ".join(timings))
+    assert not problems, "\n".join(problems)
+
+
+def counted(run: Run) -> dict[str, int]:
+    """The summary a run should print: what its per-file lines say happened."""
+
+    def done(action: str) -> int:
+        return sum(line.startswith(f"{action} ") and line.endswith(": ok") for line in run.lines)
+
+    return {
+        "added": done("add"),
+        "replaced": done("replace"),
+        "removed": done("remove"),
+        "unchanged": run.summary["unchanged"],
+        "failed": sum(": FAILED - " in line or line.startswith("skipped ") for line in run.lines),
+    }
+
+
+def synced_name_of(folder: Path, path: Path) -> str:
+    """The name the sync command gives one file of the folder (as it is now)."""
+    local, _ = scan(folder, 10**9)
+    (file,) = [item for item in local if item.path == path]
+    return synced_name(file)
+
+
+@pytest.mark.parametrize("flags", [(), ("--dry-run",)])
+def test_sync_into_a_base_that_cannot_be_read(live_openwebui: Instance, tmp_path: Path, flags: tuple[str]) -> None:
+    """Exit 5 and nothing uploaded when the base does not exist (or the key cannot read it)."""
+    inst = live_openwebui
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "one.md").write_text("# One\n\nA file that must not be uploaded.\n", encoding="utf-8")
+    files_before = owui.file_ids(inst)
+    refused = run_sync(inst, folder, str(uuid.uuid4()), *flags)
+    assert refused.code == 5, refused.lines
+    assert owui.file_ids(inst) == files_before
