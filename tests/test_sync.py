@@ -152,7 +152,7 @@ async def test_a_folder_is_synced_and_a_second_run_changes_nothing(base: Base, t
     code, lines = await run(tmp_path)
     assert code == OK
     assert base.count == uploads  # nothing uploaded again
-    assert lines[-1] == "done: 0 added, 0 replaced, 0 removed, 2 unchanged, 0 failed"
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 2 unchanged, 0 failed"
 
 
 async def test_edit_rename_delete_and_new(base: Base, tmp_path: Path) -> None:
@@ -169,9 +169,10 @@ async def test_edit_rename_delete_and_new(base: Base, tmp_path: Path) -> None:
     assert "dry run: nothing was changed" in lines
     assert len(base.members) == 4
 
-    code, _ = await run(tmp_path)  # without --delete, documents of gone files stay
+    code, lines = await run(tmp_path)  # without --delete, documents of gone files stay; a rename moves its document
     assert code == OK
-    assert len(base.members) == 6
+    assert any(line.startswith("rename   new-name.md: ok") for line in lines)
+    assert len(base.members) == 5
     code, _ = await run(tmp_path, delete=True)
     assert code == OK
     assert base.names() == sorted(synced_name(f) for f in scan(tmp_path, 10**6)[0])
@@ -202,4 +203,15 @@ async def test_a_failed_file_is_named_and_the_exit_code_says_so(base: Base, tmp_
     assert code == SOME_FAILED
     assert any(line.startswith("add      bad.md: FAILED") for line in lines)
     assert any(line.startswith("add      good.md: ok") for line in lines)
-    assert lines[-1].endswith("1 failed")
+    assert lines[-1] == "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"  # what happened
+
+
+def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:
+    """Open WebUI refuses the same text twice in one base: a rename removes the old document before adding."""
+    (tmp_path / "new-name.md").write_text("same words")
+    local, refused = scan(tmp_path, 10**6)
+    old_name = synced_name(local[0]).replace("new-name", "old-name")
+    todo = plan(local, remote_files([item("f-old", old_name)]), refused)
+    assert todo.add == []
+    assert [(file.relative, entry.file_id) for file, entry in todo.renamed] == [("new-name.md", "f-old")]
+    assert todo.gone == []

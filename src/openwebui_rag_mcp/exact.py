@@ -44,7 +44,9 @@ async def find_exact(
         async with gate:
             document = normalize.file_text(await app.client.file(record.file_id), offset=0, max_chars=10**9)
         found: list[ExactMatch] = []
-        for number, line in enumerate(document.text.splitlines(), start=1):
+        # Lines end at "\n" only (as knowledge_get_file's line numbers do), not at form feeds and other breaks.
+        for number, raw in enumerate(document.text.split("\n"), start=1):
+            line = raw.removesuffix("\r")
             if needle in (line if case_sensitive else line.casefold()):
                 shown, cut = normalize.cut(line, LINE_MAX_CHARS)
                 found.append(

@@ -59,6 +59,7 @@ class Plan:
     add: list[LocalFile] = field(default_factory=list)
     replace: list[tuple[LocalFile, list[RemoteFile]]] = field(default_factory=list)
     unchanged: list[LocalFile] = field(default_factory=list)
+    renamed: list[tuple[LocalFile, RemoteFile]] = field(default_factory=list)  # same content under a new name
     stale: list[RemoteFile] = field(default_factory=list)  # older versions of files that are up to date
     gone: list[RemoteFile] = field(default_factory=list)  # files no longer in the folder
     refused: list[tuple[str, str]] = field(default_factory=list)  # (relative path, why)
@@ -140,7 +141,19 @@ def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[s
             result.replace.append((file, older))
         else:
             result.add.append(file)
-    result.gone = [entry for key, entries in by_key.items() if key not in seen for entry in entries]
+    gone = [entry for key, entries in by_key.items() if key not in seen for entry in entries]
+    # A renamed file: its content is in the base under its old name, and Open WebUI refuses the same text twice in
+    # one base, so the old document goes first and the file is added under its new name.
+    renamed: list[LocalFile] = []
+    for file in result.add:
+        moved = next((entry for entry in gone if entry.digest == file.digest), None)
+        if moved is None:
+            continue
+        gone.remove(moved)
+        result.renamed.append((file, moved))
+        renamed.append(file)
+    result.add = [file for file in result.add if file not in renamed]
+    result.gone = gone
     return result
 
 
@@ -165,7 +178,7 @@ async def sync(
         removals = todo.stale + (todo.gone if delete else [])
         say(
             f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
-            f"{len(todo.replace)} to replace, {len(todo.unchanged)} unchanged, "
+            f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
             f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
         )
         failed = [f"{relative}: {why}" for relative, why in todo.refused]
@@ -176,14 +189,27 @@ async def sync(
                 say(f"would add      {file.relative}")
             for file, _ in todo.replace:
                 say(f"would replace  {file.relative}")
+            for file, _ in todo.renamed:
+                say(f"would rename   {file.relative}")
             for entry in removals:
                 say(f"would remove   {entry.key} ({entry.file_id})")
             say("dry run: nothing was changed")
             return SOME_FAILED if failed else OK
         steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
         steps += [("replace", file, old) for file, old in todo.replace]
-        total = len(steps) + len(removals)
+        total = len(steps) + len(todo.renamed) + len(removals)
         done = 0
+        succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
+        for file, moved in todo.renamed:
+            done += 1
+            problem = await _remove(app, knowledge_id, moved)
+            if problem is None:
+                problem = await _upload(app, knowledge_id, file)
+            _report(say, tty, done, total, f"rename   {file.relative}", problem)
+            if problem:
+                failed.append(f"{file.relative}: {problem}")
+            else:
+                succeeded["rename"] += 1
         for action, file, old in steps:
             done += 1
             problem = await _upload(app, knowledge_id, file)
@@ -193,15 +219,19 @@ async def sync(
             _report(say, tty, done, total, f"{action:<8} {file.relative}", problem)
             if problem:
                 failed.append(f"{file.relative}: {problem}")
+            else:
+                succeeded[action] += 1
         for entry in removals:
             done += 1
             problem = await _remove(app, knowledge_id, entry)
             _report(say, tty, done, total, f"remove   {entry.key}", problem)
             if problem:
                 failed.append(f"{entry.key}: {problem}")
+            else:
+                succeeded["remove"] += 1
         say(
-            f"done: {len(todo.add)} added, {len(todo.replace)} replaced, {len(removals)} removed, "
-            f"{len(todo.unchanged)} unchanged, {len(failed)} failed"
+            f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
+            f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
         )
         return SOME_FAILED if failed else OK
 
