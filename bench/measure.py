@@ -239,6 +239,13 @@ class Stub:
         count: int = response.json().get(route, 0)
         return count
 
+    async def connections(self) -> int:
+        """TCP connections the stub has accepted since it started."""
+        response = await self.control.get("/__connections")
+        response.raise_for_status()
+        opened: int = response.json()["opened"]
+        return opened
+
     async def log(self) -> list[tuple[str, int, float, float, int]]:
         response = await self.control.get("/__log")
         response.raise_for_status()

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -235,7 +236,8 @@ def _verdict(row: Row) -> str:
     return {"met": "**met**", "not met": "**NOT MET**", "info": "—"}.get(row.verdict, row.verdict)
 
 
-def markdown(results: Results, info: dict[str, Any], notes: list[str]) -> str:
+def markdown(results: Results, info: dict[str, Any], notes: list[str], sections: Sequence[str] = ()) -> str:
+    """The whole report; `sections` (markdown, each with its own heading) go after the tables, before the targets."""
     m = info["machine"]
     lines = [
         "# openwebui-rag-mcp benchmark",
@@ -269,6 +271,8 @@ def markdown(results: Results, info: dict[str, Any], notes: list[str]) -> str:
                 f"{_verdict(row)} |"
             )
         lines.append("")
+    for section in sections:
+        lines += [section.rstrip("\n"), ""]
     judged = [r for r in results.rows.values() if r.spec.target]
     met = [r for r in judged if r.verdict == "met"]
     missed = [r for r in judged if r.verdict == "not met"]

@@ -1,11 +1,14 @@
 """The benchmark: what the MCP proxy costs an agent compared with calling Open WebUI directly.
 
-    .venv/bin/python -m bench.run [--quick] [--no-live] [--repeats N] [--json out.json] [--markdown out.md]
+    .venv/bin/python -m bench.run [--quick] [--no-live] [--http] [--repeats N] [--json out.json] [--markdown out.md]
 
 Everything runs on loopback in one go and is measured side by side: cold start and memory against the floor the
 SDK itself imposes, tool-call latency and concurrency against the same HTTP requests made directly (first at an
 instant stub upstream, then at a real Open WebUI with a freshly seeded corpus), request counts at the stub, and
-result sizes. The table goes to stdout (and to ``bench/RESULTS.md`` after a full run); progress goes to stderr.
+result sizes. ``--http`` adds the Streamable HTTP section (``bench/http_transport.py``: 1, 16 and 64 concurrent
+callers against one replica and two, memory per replica, one caller's overhead against stdio), against the real
+Open WebUI, or against the stub with ``--no-live``. The table goes to stdout (and to ``bench/RESULTS.md`` after a
+full run); progress goes to stderr.
 Targets are reported as met or not met; the exit code only says whether everything could be measured.
 """
 
@@ -23,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 from mcp.types import CallToolResult, TextContent
@@ -54,6 +58,9 @@ from bench.report import REPO, Results, load_average, machine, markdown
 from bench.stub import FILE_TEXT, PAGE_SIZE, base_id, file_id
 from devtools.openwebui_local import Instance
 
+if TYPE_CHECKING:
+    from bench.http_transport import HttpConfig
+
 STUB_BASES = 100  # four pages of knowledge bases
 STUB_FILES = 75  # three pages of documents per base
 STUB_KEY = "sk-bench-stub"
@@ -75,6 +82,15 @@ class Config:
     version: str
     hold: float  # how long the stub holds each read in the "reads never wait" checks
     write_hold: float  # how long it holds the upload of the write
+    # The HTTP section (bench/http_transport.py): against the live Open WebUI, or against the stub with --no-live.
+    http: bool = False
+
+
+def http_config(cfg: Config) -> HttpConfig:
+    """The HTTP section's configuration for this run (a `bench.http_transport.HttpConfig`)."""
+    from bench.http_transport import HttpConfig
+
+    return HttpConfig.quick() if cfg.quick else HttpConfig()
 
 
 def log(message: str) -> None:
@@ -673,19 +689,31 @@ async def live_scale(cfg: Config, results: Results, errlog: TextIO, url: str, ap
 # -- the real Open WebUI ------------------------------------------------------------------------------------------
 
 
-async def live_section(
-    cfg: Config, results: Results, errlog: TextIO, floor_kib: float | None, info: dict[str, Any]
-) -> None:
+@dataclass
+class LiveRun:
+    """A started Open WebUI with its seeded corpus; set `failed` to keep Open WebUI's log when it stops."""
+
+    inst: Instance
+    seeded: corpus.Corpus
+    failed: bool = False
+
+
+@asynccontextmanager
+async def live_openwebui(version: str, docs: int, info: dict[str, Any]) -> AsyncIterator[LiveRun]:
+    """Install (if needed) and start Open WebUI `version` with a fresh data directory, seed `docs` standard-library
+    documents plus the multilingual ones; stop it (and delete its data) at the end. Describes it in
+    `info["openwebui"]`."""
     from devtools import openwebui_local
 
-    log(f"live: installing (if needed) and starting Open WebUI {cfg.version}")
-    await asyncio.to_thread(openwebui_local.install, cfg.version)
+    log(f"live: installing (if needed) and starting Open WebUI {version}")
+    await asyncio.to_thread(openwebui_local.install, version)
     workdir = Path(tempfile.mkdtemp(prefix="openwebui-rag-mcp-bench-"))
     started = time.monotonic()
-    inst = await asyncio.to_thread(openwebui_local.start, cfg.version, workdir)
+    inst = await asyncio.to_thread(openwebui_local.start, version, workdir)
+    live: LiveRun | None = None
     try:
         log(f"live: Open WebUI {inst.version} up at {inst.url} in {time.monotonic() - started:.0f} s; building corpus")
-        documents = await asyncio.to_thread(corpus.stdlib_documents, cfg.live_docs)
+        documents = await asyncio.to_thread(corpus.stdlib_documents, docs)
         documents += corpus.MULTILINGUAL
         started = time.monotonic()
         log(f"live: seeding {len(documents)} documents ({corpus.SEED_CONCURRENCY} at a time)")
@@ -697,20 +725,45 @@ async def live_section(
             f"documents ({languages}; the English ones are standard-library docstrings) in {len(seeded.bases)} "
             f"bases, seeded in {seconds:.0f} s"
         )
-        await measure_live(cfg, results, errlog, floor_kib, inst.url, inst.api_key, seeded)
-        await live_scale(cfg, results, errlog, inst.url, inst.api_key, inst)
-        failed = any(row.data.get("failures") for row in results.rows.values() if row.spec.section == "live")
+        live = LiveRun(inst, seeded)
+        yield live
     except BaseException:
-        failed = True
+        if live is not None:
+            live.failed = True
         raise
     finally:
         log("live: stopping Open WebUI")
         await asyncio.to_thread(openwebui_local.stop, inst)
-        if failed:  # keep Open WebUI's own account of what went wrong
+        if live is None or live.failed:  # keep Open WebUI's own account of what went wrong
             kept = Path(tempfile.mkdtemp(prefix="openwebui-rag-mcp-bench-log-")) / "openwebui.log"
             shutil.copy(inst.log_path, kept)
             log(f"live: calls failed; Open WebUI's log is kept at {kept}")
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def live_section(
+    cfg: Config, results: Results, errlog: TextIO, floor_kib: float | None, info: dict[str, Any]
+) -> None:
+    async with live_openwebui(cfg.version, cfg.live_docs, info) as live:
+        inst, seeded = live.inst, live.seeded
+        await measure_live(cfg, results, errlog, floor_kib, inst.url, inst.api_key, seeded)
+        if cfg.http:
+            from bench import http_transport as http
+
+            log("live: the HTTP section")
+            upstream = http.Upstream(
+                f"Open WebUI {info['openwebui']}", inst.url, inst.api_key, [inst.openwebui_pid, inst.embed_pid]
+            )
+            try:
+                report = await http.http_section(http_config(cfg), upstream, http.live_workload(seeded, False), errlog)
+            except Exception as exc:
+                log(f"HTTP section failed: {exc!r}")
+                info["http"] = f"failed: {exc}"
+            else:
+                info["http"] = report
+                live.failed = any(t.errors for tallies in report.tallies.values() for t in tallies.values())
+        await live_scale(cfg, results, errlog, inst.url, inst.api_key, inst)
+        live.failed |= any(row.data.get("failures") for row in results.rows.values() if row.spec.section == "live")
 
 
 async def measure_live(
@@ -857,6 +910,15 @@ async def run(cfg: Config, errlog: TextIO) -> tuple[Results, dict[str, Any], lis
             results.fail("live", f"failed: {exc}")
     else:
         results.skip("live", "not run (--no-live)")
+        if cfg.http:
+            from bench import http_transport as http
+
+            log("stub: the HTTP section")
+            try:
+                info["http"] = await http.against_stub(http_config(cfg), errlog)
+            except Exception as exc:
+                log(f"HTTP section failed: {exc!r}")
+                info["http"] = f"failed: {exc}"
     if not cfg.quick:
         try:
             notes += startup_notes()
@@ -884,6 +946,12 @@ def main(argv: list[str] | None = None) -> int:
         "--markdown", type=Path, default=None, help="write the table here (default bench/RESULTS.md without --quick)"
     )
     parser.add_argument("--openwebui-version", default=NEWEST, help=f"the Open WebUI release to run ({NEWEST})")
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="add the HTTP section (bench/http_transport.py: 1, 16, 64 callers, one replica and two; against the "
+        "stub with --no-live)",
+    )
     args = parser.parse_args(argv)
     rounds = args.repeats or (3 if args.quick else 30)
     if rounds < 1:
@@ -897,6 +965,7 @@ def main(argv: list[str] | None = None) -> int:
         version=args.openwebui_version,
         hold=0.5,
         write_hold=0.5 if args.quick else 1.0,
+        http=args.http,
     )
     if not SCRIPT.exists():
         print(f"error: {SCRIPT} is missing; install the package into this environment first", file=sys.stderr)
@@ -913,7 +982,13 @@ def main(argv: list[str] | None = None) -> int:
         cold_rounds=cfg.cold_rounds,
         seconds=time.monotonic() - started,
     )
-    table = markdown(results, info, notes)
+    http_report = info.pop("http", None)
+    sections = []
+    if isinstance(http_report, str):
+        sections.append(f"## Over Streamable HTTP\n\nThe HTTP section {http_report}")
+    elif http_report is not None:
+        sections.append(http_report.markdown())
+    table = markdown(results, info, notes, sections)
     print(table)
     target = args.markdown or (None if args.quick else DEFAULT_RESULTS)
     if target is not None:
@@ -935,9 +1010,13 @@ def main(argv: list[str] | None = None) -> int:
             }
             for row in results.rows.values()
         ]
-        args.json.write_text(json.dumps({"info": info, "rows": rows, "notes": notes}, indent=2), encoding="utf-8")
+        document = {"info": info, "rows": rows, "notes": notes}
+        if http_report is not None:
+            document["http"] = http_report if isinstance(http_report, str) else http_report.as_json()
+        args.json.write_text(json.dumps(document, indent=2), encoding="utf-8")
         log(f"wrote {args.json}")
-    return 1 if any(row.verdict == "error" for row in results.rows.values()) else 0
+    failed = any(row.verdict == "error" for row in results.rows.values()) or isinstance(http_report, str)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

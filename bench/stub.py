@@ -20,6 +20,7 @@ Control routes for the benchmark:
 * ``GET /__inflight``: ``{route: requests being answered now}``
 * ``GET /__log``: every request since the reset as ``[route, page, start, end, detail]`` (monotonic seconds);
   ``detail`` is the number of collection names for a retrieval query
+* ``GET /__connections``: ``{"opened": n}``, the TCP connections accepted since the start (control ones included)
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Upstream:
         self.log: list[list[Any]] = []
         self.uploads = 0
         self.inflight: dict[str, int] = {}
+        self.connections = 0
         self._cache: dict[tuple[str, str, int], bytes] = {}
 
     def _cached(self, key: tuple[str, str, int], build: Any) -> bytes:
@@ -228,6 +230,7 @@ def _file_numbers(fid: str) -> tuple[int | None, int | None]:
 
 
 async def _serve_connection(upstream: Upstream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    upstream.connections += 1
     try:
         while True:
             line = await reader.readline()
@@ -293,6 +296,8 @@ def _control(upstream: Upstream, method: str, target: str, body: bytes) -> bytes
         return _encode(upstream.inflight)
     if method == "GET" and target == "/__log":
         return _encode(upstream.log)
+    if method == "GET" and target == "/__connections":
+        return _encode({"opened": upstream.connections})
     return _encode({"detail": "unknown control route"})
 
 

@@ -1,7 +1,8 @@
-"""The benchmark still runs: a tiny configuration against the stub upstream, in a subprocess.
+"""The benchmark still runs: a tiny configuration against the stub upstream, in a subprocess, HTTP section included
+(three replicas over Streamable HTTP, a few calls per caller).
 
 Benchmarks measure; they do not gate CI. So this checks that every measurement row is produced with a value,
-never whether a target was met.
+never whether a target was met; only that no call failed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.http_transport import PATHS, HttpConfig
 from bench.report import ROWS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,6 +34,7 @@ def test_quick_stub_run_produces_every_row(tmp_path: Path) -> None:
             str(markdown),
             "--json",
             str(report),
+            "--http",
         ],
         cwd=REPO,
         capture_output=True,
@@ -56,3 +59,21 @@ def test_quick_stub_run_produces_every_row(tmp_path: Path) -> None:
             # Measured: a value in the proxy column and a verdict (met, not met or info), whatever it is.
             assert row["verdict"] in {"met", "not met", "info"}, row
             assert row["proxy"] not in {"", "—"}, row
+
+    http = json.loads(report.read_text(encoding="utf-8"))["http"]
+    assert isinstance(http, dict), f"the HTTP section failed: {http}"
+    assert "## Over Streamable HTTP" in table
+    quick = HttpConfig.quick()
+    measured = {(row["callers"], row["path"]): row for row in http["rows"]}
+    assert set(measured) == {(width, path) for width in quick.callers for path in PATHS}
+    for row in measured.values():
+        assert row["errors"] == 0, row["first_errors"]
+        assert row["calls"] >= row["callers"], row  # every caller made at least one call in its phase
+        assert row["calls_per_second"] > 0, row
+        assert row["upstream_requests"] == row["calls"], row  # one retrieval per search, nothing else
+    for transport in ("stdio", "http"):
+        assert http["overhead"][transport]["failures"] == [], http["overhead"][transport]
+        assert http["overhead"][transport]["proxy"] > 0
+    assert len(http["memory"]) == 4  # three replicas and the stdio server
+    assert all(entry["rss_kib"] > 0 for entry in http["memory"])
+    assert len(http["goals"]) == 3

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from openwebui_rag_mcp import __version__
-from openwebui_rag_mcp.config import ALL_TOOLS, variables_help
+from openwebui_rag_mcp.config import ALIASES, ALL_TOOLS, variables_help
 from tests.rawstdio import RawStdio
 
 pytestmark = pytest.mark.wheel
@@ -174,7 +174,9 @@ def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> N
             assert init["protocolVersion"] == "2025-11-25"
             tools = server.request("tools/list", {})["tools"]
             assert {tool["name"] for tool in tools} == set(ALL_TOOLS)
-            assert all(tool["inputSchema"]["type"] == "object" and "outputSchema" in tool for tool in tools)
+            # Aliases list no output schema of their own (their tool's would be repeated in every agent's context).
+            assert all(tool["inputSchema"]["type"] == "object" for tool in tools)
+            assert {tool["name"] for tool in tools if "outputSchema" not in tool} == set(ALIASES)
             # Open WebUI is not there: the call is a structured error result, and the server keeps serving.
             health = server.request("tools/call", {"name": "knowledge_health", "arguments": {}})
             assert health["isError"] is True
