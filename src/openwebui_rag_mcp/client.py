@@ -140,8 +140,9 @@ class OpenWebUIClient:
         retry = (method == "GET") if read is None else read
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.timeout
-        try:
-            return await self._send_once(
+
+        def attempt() -> Awaitable[Json]:
+            return self._send_once(
                 method,
                 path,
                 params=params,
@@ -152,6 +153,9 @@ class OpenWebUIClient:
                 deadline=deadline,
                 credential_optional=credential_optional,
             )
+
+        try:
+            return await attempt()
         except ToolFailure as failure:
             wait = failure.retry_after
             left = deadline - loop.time()
@@ -161,17 +165,7 @@ class OpenWebUIClient:
                 raise
             log.info("%s %s: retrying after %.1f s", method, path, wait)
         await asyncio.sleep(wait)
-        return await self._send_once(
-            method,
-            path,
-            params=params,
-            json_body=json_body,
-            files=files,
-            data=data,
-            read=retry,
-            deadline=deadline,
-            credential_optional=credential_optional,
-        )
+        return await attempt()
 
     async def _send_once(
         self,

@@ -17,6 +17,7 @@ through the same client, write lock and error model as the tools; Open WebUI ext
 from __future__ import annotations
 
 import hashlib
+import mimetypes
 import os
 import re
 import sys
@@ -251,8 +252,6 @@ async def _upload(app: App, knowledge_id: str, file: LocalFile) -> str | None:
     content = file.path.read_bytes()
     if hashlib.sha256(content).hexdigest()[:_DIGEST_CHARS] != file.digest:
         return "the file changed while it was synced; run again"
-    import mimetypes
-
     name = synced_name(file)
     metadata = {"title": file.relative, "source": file.relative}
     upload = Upload(name, content, mimetypes.guess_type(name)[0] or "application/octet-stream", metadata)
