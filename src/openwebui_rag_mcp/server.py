@@ -32,7 +32,7 @@ from mcp.types import (
     TextContent,
     ToolAnnotations,
 )
-from pydantic import BaseModel, Field, JsonValue, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from openwebui_rag_mcp import __version__, exact, normalize, tools, writes
 from openwebui_rag_mcp.app import App
@@ -143,7 +143,7 @@ def _app(ctx: Ctx) -> App:
 
 # What every failure's structured content looks like, in as few characters as the checks need: the three fields every
 # error body has (the full body is ErrorBody; README lists the codes). No result has both `code` and `message`.
-_ERROR_BRANCH: dict[str, Any] = {"required": ["ok", "code", "message"]}
+_ERROR_BRANCH: dict[str, Any] = {"required": ["code", "message"]}
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -166,20 +166,20 @@ def _with_error_branch(schema: dict[str, Any]) -> dict[str, Any]:
     """
     defs = schema.get("$defs", {})
     result = _inline_refs({key: value for key, value in schema.items() if key not in ("$defs", "title", "type")}, defs)
-    return {"type": "object", "anyOf": [_typed_where_never_null(result), _ERROR_BRANCH]}
+    return {"type": "object", "anyOf": [_required_only(result), _ERROR_BRANCH]}
 
 
-def _typed_where_never_null(schema: dict[str, Any]) -> dict[str, Any]:
-    """Every field stays required, at every level; a field that may be null keeps no type. Spelled portably (anyOf
-    with null) that type would cost more of every agent's context than it tells; the docs give it."""
-    if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
-        return {**schema, "items": _typed_where_never_null(schema["items"])}
-    if "properties" not in schema:
-        return schema
-    properties = {
-        name: _typed_where_never_null(prop) for name, prop in schema["properties"].items() if "anyOf" not in prop
-    }
-    return {**schema, "properties": properties}
+def _required_only(schema: dict[str, Any]) -> dict[str, Any]:
+    """Which fields are always present, in the result and in the items of its lists, and nothing else.
+
+    tools/list is read into every agent session, and field types took a third of it while telling an agent little
+    that the names and docs/tools.md do not; clients still check that every field a result promises is there. The
+    one nested object that is not a list item (knowledge_health's diagnostics) is described in docs/tools.md.
+    """
+    lists = {name: prop["items"] for name, prop in schema.get("properties", {}).items() if "items" in prop}
+    items = {name: {"items": _required_only(item)} for name, item in lists.items() if isinstance(item, dict)}
+    kept = {name: item for name, item in items.items() if item["items"]}
+    return ({"properties": kept} if kept else {}) | ({"required": schema["required"]} if "required" in schema else {})
 
 
 # Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`).
@@ -207,18 +207,17 @@ def _compact_input_schema(schema: dict[str, Any]) -> None:
             del prop["additionalProperties"]
 
 
-def arg(description: str, *, minimum: int | None = None, maximum: int | None = None) -> Any:
-    """A described tool parameter. Bounds are published in the schema but checked by the tools, so a value out
-    of bounds gets the structured invalid_argument error, not the SDK's plain-text validation message."""
-    bounds: dict[str, JsonValue] = {k: v for k, v in (("minimum", minimum), ("maximum", maximum)) if v is not None}
+def arg(description: str, *, maximum: int | None = None) -> Any:
+    """A described tool parameter. Maxima are published in the schema (lower bounds go without saying, and
+    tools/list is in every agent's context) but every bound is checked by the tools, so a value out of bounds gets
+    the structured invalid_argument error, not the SDK's plain-text validation message."""
+    return Field(description=description, json_schema_extra=None if maximum is None else {"maximum": maximum})
 
-    return Field(description=description, json_schema_extra=bounds or None)
 
-
-KnowledgeId = Annotated[str, arg("knowledge_id from knowledge_list, not a file_id")]
-FileId = Annotated[str, arg("file_id from knowledge_files or search, not a knowledge_id")]
-Limit = Annotated[int | None, arg(f"Max items (default {tools.LIST_LIMIT})", minimum=1, maximum=tools.LIST_LIMIT_MAX)]
-Cursor = Annotated[str | None, arg("next_cursor of the last answer")]
+KnowledgeId = Annotated[str, arg("A knowledge_id, not a file_id")]
+FileId = Annotated[str, arg("A file_id, not a knowledge_id")]
+Limit = Annotated[int | None, arg(f"Max items (default {tools.LIST_LIMIT})", maximum=tools.LIST_LIMIT_MAX)]
+Cursor = Annotated[str | None, arg("Last answer's next_cursor")]
 
 
 async def knowledge_list(
@@ -245,11 +244,9 @@ async def knowledge_search(
     ctx: Ctx,
     query: Annotated[str, arg("What to look for")],
     knowledge_ids: Annotated[list[str] | None, arg("knowledge_ids to search; omit for all")] = None,
-    top_k: Annotated[int | None, arg("Fragments to return (default RAG_TOP_K)", minimum=1, maximum=TOP_K_MAX)] = None,
-    k_reranker: Annotated[
-        int | None, arg("Reranker candidates (hybrid search)", minimum=1, maximum=tools.K_RERANKER_MAX)
-    ] = None,
-    file_ids: Annotated[list[str] | None, arg("Or only these documents' file_ids")] = None,
+    top_k: Annotated[int | None, arg("Fragments (default RAG_TOP_K)", maximum=TOP_K_MAX)] = None,
+    k_reranker: Annotated[int | None, arg("Reranker candidates (hybrid)", maximum=tools.K_RERANKER_MAX)] = None,
+    file_ids: Annotated[list[str] | None, arg("Or just these file_ids")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
     return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids))
 
@@ -257,10 +254,10 @@ async def knowledge_search(
 async def knowledge_get_file(
     ctx: Ctx,
     file_id: FileId,
-    offset: Annotated[int, arg("First character (next_offset)", minimum=0)] = 0,
-    max_chars: Annotated[int | None, arg("Max characters (default RAG_FILE_MAX_CHARS)", minimum=1)] = None,
-    start_line: Annotated[int | None, arg("Read lines from here, as 'N: text'", minimum=1)] = None,
-    end_line: Annotated[int | None, arg("to here (default +99)", minimum=1)] = None,
+    offset: Annotated[int, arg("First character (next_offset)")] = 0,
+    max_chars: Annotated[int | None, arg("Max characters (default RAG_FILE_MAX_CHARS)")] = None,
+    start_line: Annotated[int | None, arg("From line N (gives 'N: text')")] = None,
+    end_line: Annotated[int | None, arg("to here (default +99)")] = None,
 ) -> Annotated[CallToolResult, FileText]:
     return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars, start_line, end_line))
 
@@ -268,22 +265,22 @@ async def knowledge_get_file(
 async def knowledge_find(
     ctx: Ctx,
     knowledge_id: KnowledgeId,
-    phrase: Annotated[str, arg("Exact text to find, one line")],
+    phrase: Annotated[str, arg("Exact text (one line)")],
     case_sensitive: Annotated[bool, arg("Match case")] = False,
-    max_files: Annotated[int, arg("Documents to read", minimum=1, maximum=exact.FILES_MAX)] = 50,
-    max_matches: Annotated[int, arg("Lines to return", minimum=1, maximum=exact.MATCHES_MAX)] = 50,
+    max_files: Annotated[int, arg("Documents to read", maximum=exact.FILES_MAX)] = 50,
+    max_matches: Annotated[int, arg("Lines to return", maximum=exact.MATCHES_MAX)] = 50,
 ) -> Annotated[CallToolResult, ExactMatches]:
     return await respond(exact.find_exact(_app(ctx), knowledge_id, phrase, case_sensitive, max_files, max_matches))
 
 
 async def knowledge_health(
     ctx: Ctx,
-    deep: Annotated[bool, arg("Also test retrieval with a small search")] = False,
+    deep: Annotated[bool, arg("Also run a small test search")] = False,
 ) -> Annotated[CallToolResult, Health]:
     return await respond(tools.health(_app(ctx), deep))
 
 
-Text = Annotated[str, arg(f"Full text (markdown), at most {writes.TEXT_MAX_CHARS} chars")]
+Text = Annotated[str, arg(f"Markdown, at most {writes.TEXT_MAX_CHARS} chars")]
 
 
 async def knowledge_create(
@@ -298,11 +295,8 @@ async def knowledge_add(
     ctx: Ctx,
     knowledge_id: KnowledgeId,
     text: Text,
-    title: Annotated[str, arg("Title; the filename is made from it")],
-    metadata: Annotated[
-        dict[str, Any] | None,
-        arg(f"JSON stored with the document; keys {', '.join(sorted(writes.RESERVED_METADATA_KEYS))} are refused"),
-    ] = None,
+    title: Annotated[str, arg("Title (makes the filename)")],
+    metadata: Annotated[dict[str, Any] | None, arg("JSON kept with it")] = None,
 ) -> Annotated[CallToolResult, DocumentAdded]:
     async def progress(done: float, total: float, message: str) -> None:
         await ctx.report_progress(done, total, message)
@@ -514,16 +508,16 @@ def knowledge_qa(
     )
 
 
-_LIST = "Find knowledge bases: knowledge_id (other tools take it), name, description, file_count; newest first, paged."
-_FILES = "List a base's documents by knowledge_id: file_id, title, filename, size; newest first, paged."
-_SEARCH = "Semantic search in knowledge bases: text fragments, best first, with file_id, title, source and scores."
+_LIST = "Knowledge bases: knowledge_id, name, description, file_count; newest first."
+_FILES = "Documents of base knowledge_id: file_id, title, filename, size; newest first."
+_SEARCH = "Semantic search in knowledge bases: fragments with file_id, title, score; best first."
 _GET_FILE = "Read a document's text by file_id; a cut text goes on at offset=next_offset."
-_FIND = "Find exact text in a base's documents (knowledge_id): matching lines with file_id and line number."
-_ADD_FILE = "Add a file (PDF, office, HTML, CSV...) to a base by knowledge_id; Open WebUI extracts its text."
-_HEALTH = "Check Open WebUI answers this key: version, capabilities, controls; deep also tests retrieval."
-_CREATE = "Create an empty knowledge base, private until shared in Open WebUI; returns its knowledge_id."
-_ADD = "Add a text document to a base by knowledge_id, wait until indexed; returns its file_id."
-_UPDATE = "Replace a document's text by file_id and re-index it in base knowledge_id; all bases with the file see it."
+_FIND = "Exact text in the documents of base knowledge_id: matching lines with file_id, line number."
+_ADD_FILE = "Add a file (PDF, office, HTML...) to base knowledge_id; Open WebUI extracts the text."
+_HEALTH = "Check Open WebUI and this key: version, capabilities, controls."
+_CREATE = "Create an empty knowledge base, private until shared; returns its knowledge_id."
+_ADD = "Add a text document to base knowledge_id and index it; returns its file_id."
+_UPDATE = "Replace the text of file_id in base knowledge_id and re-index it."
 _DELETE = "Remove a document (file_id) from base knowledge_id; the file and other bases keep it."
 _ALIAS = " Alias of {0}."
 
