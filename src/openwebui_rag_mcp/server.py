@@ -588,28 +588,40 @@ def create_server(
         (knowledge_delete, _DELETE, CHANGE),
     ]
     aliases_of = {name: alias for alias, name in ALIASES.items()}
+    built: dict[str, Tool] = {}
+
+    def _tool(fn: Callable[..., Any], description: str, hints: ToolAnnotations) -> Tool:
+        """The tool for `fn` with compact schemas, built once even when its alias is registered too."""
+        if fn.__name__ not in built:
+            tool = _Tool.from_function(fn, name=fn.__name__, description=description, annotations=hints)
+            _compact_input_schema(tool.parameters)
+            if tool.fn_metadata.output_schema is not None:
+                tool.fn_metadata.output_schema = _with_error_branch(tool.fn_metadata.output_schema)
+            built[fn.__name__] = tool
+        return built[fn.__name__]
+
     registered: list[Tool] = []
     for fn, description, hints in specs:
         name = fn.__name__
         for tool_name in (name, aliases_of.get(name)):
             if tool_name is None or not _registered(settings, tool_name, hints):
                 continue
-            alias = tool_name != name
-            tool = _Tool.from_function(
-                fn,
-                name=tool_name,
-                description=description + _ALIAS.format(name) if alias else description,
-                annotations=hints,
+            if tool_name == name:
+                registered.append(_tool(fn, description, hints))
+                continue
+            # The same inputs, results and full description, but no output schema: a second copy of it would cost
+            # every session as much as the alias itself (results are unchanged: structured content and its JSON
+            # text). Copied, not built again: building a tool's schemas is most of create_server's time.
+            original = _tool(fn, description, hints)
+            registered.append(
+                original.model_copy(
+                    update={
+                        "name": tool_name,
+                        "description": description + _ALIAS.format(name),
+                        "fn_metadata": original.fn_metadata.model_copy(update={"output_schema": None}),
+                    }
+                )
             )
-            _compact_input_schema(tool.parameters)
-            if alias:
-                # The same inputs, results and full description, but no output schema: a second copy of it would
-                # cost every session as much as the alias itself (results are unchanged: structured content
-                # and its JSON text).
-                tool.fn_metadata.output_schema = None
-            elif tool.fn_metadata.output_schema is not None:
-                tool.fn_metadata.output_schema = _with_error_branch(tool.fn_metadata.output_schema)
-            registered.append(tool)
     server: MCPServer[App] = MCPServer(
         "openwebui-rag-mcp",
         title="Open WebUI knowledge",
