@@ -131,3 +131,80 @@ async def test_a_range_ending_before_it_starts_is_refused() -> None:
         with pytest.raises(ToolFailure) as caught:
             await tools.get_file(app, MINE, 0, None, start_line=5, end_line=2)
     assert caught.value.code == "invalid_argument"
+
+
+# -- a folder of a base (Open WebUI 0.12+ names each document's folder) --------------------------------------------
+
+BASE = "c0ffee00-1111-4222-8333-444455556666"
+GUIDE, DEEP, TOP, ELSEWHERE = (f"{n}a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d" for n in "3456")
+
+
+def folders_upstream(version: str = "0.12.4") -> tuple[respx.Router, respx.Route]:
+    router = new_router()
+    router.get("/api/version").respond(json={"version": version})
+    router.get("/api/v1/knowledge/").respond(json={"items": [{"id": BASE, "name": "Docs"}], "total": 1})
+    files = [
+        {"id": GUIDE, "filename": "guide.md", "directory_path": "guides"},
+        {"id": DEEP, "filename": "deep.md", "directory_path": "guides/deep"},
+        {"id": TOP, "filename": "top.md", "directory_path": ""},
+        {"id": ELSEWHERE, "filename": "other.md", "directory_path": "guides-old"},
+    ]
+    router.get(f"/api/v1/knowledge/{BASE}/files").respond(json={"items": files, "total": len(files)})
+    router.get(path__startswith="/api/v1/files/").respond(404, json={"detail": "Not found"})
+    query = router.post("/api/v1/retrieval/query/collection").respond(
+        json={"documents": [["in the guide"]], "metadatas": [[{"file_id": DEEP}]], "distances": [[0.8]]}
+    )
+    return router, query
+
+
+async def test_a_folder_search_covers_the_folder_and_the_folders_below_it() -> None:
+    router, query = folders_upstream()
+    async with app_for(router) as app:
+        found = await tools.search(app, "guide", [BASE], None, None, folder="/guides/")
+    names = json.loads(query.calls.last.request.content)["collection_names"]
+    assert sorted(names) == sorted([f"file-{GUIDE}", f"file-{DEEP}"])  # not the top level, not "guides-old"
+    assert found.knowledge_ids == [BASE]
+    assert (found.results[0].file_id, found.results[0].knowledge_id) == (DEEP, BASE)
+
+
+async def test_knowledge_files_names_each_documents_folder() -> None:
+    router, _ = folders_upstream()
+    async with app_for(router) as app:
+        listed = await tools.list_files(app, BASE)
+    assert {item.file_id: item.folder for item in listed.items} == {
+        GUIDE: "guides",
+        DEEP: "guides/deep",
+        TOP: None,
+        ELSEWHERE: "guides-old",
+    }
+
+
+@pytest.mark.parametrize(
+    ("knowledge_ids", "folder", "file_ids", "code", "words"),
+    [
+        ([BASE], "missing", None, "not_found", "knowledge_files shows"),
+        ([BASE], " / ", None, "invalid_argument", "must name a folder"),
+        (None, "guides", None, "invalid_argument", "needs knowledge_ids"),
+        ([BASE], "guides", [GUIDE], "invalid_argument", "not both"),
+        (["ffffffff-0000-4000-8000-000000000000"], "guides", None, "not_found", "no readable knowledge base"),
+    ],
+)
+async def test_a_folder_search_that_cannot_be_done_says_why_and_searches_nothing(
+    knowledge_ids: list[str] | None, folder: str, file_ids: list[str] | None, code: str, words: str
+) -> None:
+    router, query = folders_upstream()
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "guide", knowledge_ids, None, None, file_ids=file_ids, folder=folder)
+    assert (caught.value.code, query.call_count) == (code, 0)
+    assert words in caught.value.message
+
+
+@pytest.mark.parametrize("version", ["0.6.43", "0.11.4"])
+async def test_before_0_12_a_folder_search_is_unsupported_not_widened(version: str) -> None:
+    router, query = folders_upstream(version)
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "guide", [BASE], None, None, folder="guides")
+    assert (caught.value.code, query.call_count) == ("unsupported", 0)
+    assert version in caught.value.message

@@ -25,7 +25,7 @@ KB = "c0ffee00-1111-4222-8333-444455556666"
 
 
 def item(file_id: str, filename: str) -> FileItem:
-    return FileItem(file_id=file_id, title=None, filename=filename, size=1, updated_at=None)
+    return FileItem(file_id=file_id, title=None, filename=filename, size=1, updated_at=None, folder=None)
 
 
 def test_keys_are_safe_bounded_and_keep_the_extension() -> None:

@@ -56,6 +56,7 @@ class FileItem(_Result):
     filename: str | None
     size: int | None
     updated_at: str | None
+    folder: str | None  # its folder's path in the base ("a/b"), on Open WebUI 0.12+; null at the top or before 0.12
 
 
 class KnowledgeFiles(_Result):

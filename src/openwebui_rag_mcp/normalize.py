@@ -148,6 +148,7 @@ def file_item(raw: Mapping[str, Any]) -> FileItem:
         filename=filename,
         size=_int(meta.get("size")),
         updated_at=iso_time(raw.get("updated_at")),
+        folder=_str(raw.get("directory_path")) or None,
     )
 
 

@@ -214,10 +214,10 @@ def arg(description: str, *, maximum: int | None = None) -> Any:
     return Field(description=description, json_schema_extra=None if maximum is None else {"maximum": maximum})
 
 
-KnowledgeId = Annotated[str, arg("A knowledge_id, not a file_id")]
-FileId = Annotated[str, arg("A file_id, not a knowledge_id")]
+KnowledgeId = Annotated[str, arg("knowledge_id, not a file_id")]
+FileId = Annotated[str, arg("file_id, not a knowledge_id")]
 Limit = Annotated[int | None, arg(f"Max items (default {tools.LIST_LIMIT})", maximum=tools.LIST_LIMIT_MAX)]
-Cursor = Annotated[str | None, arg("Last answer's next_cursor")]
+Cursor = Annotated[str | None, arg("Previous next_cursor")]
 
 
 async def knowledge_list(
@@ -247,15 +247,16 @@ async def knowledge_search(
     top_k: Annotated[int | None, arg("Fragments (default RAG_TOP_K)", maximum=TOP_K_MAX)] = None,
     k_reranker: Annotated[int | None, arg("Reranker candidates (hybrid)", maximum=tools.K_RERANKER_MAX)] = None,
     file_ids: Annotated[list[str] | None, arg("Or just these file_ids")] = None,
+    folder: Annotated[str | None, arg("Only this folder of knowledge_ids")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
-    return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids))
+    return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids, folder))
 
 
 async def knowledge_get_file(
     ctx: Ctx,
     file_id: FileId,
     offset: Annotated[int, arg("First character (next_offset)")] = 0,
-    max_chars: Annotated[int | None, arg("Max characters (default RAG_FILE_MAX_CHARS)")] = None,
+    max_chars: Annotated[int | None, arg("Max characters")] = None,
     start_line: Annotated[int | None, arg("From line N (gives 'N: text')")] = None,
     end_line: Annotated[int | None, arg("to here (default +99)")] = None,
 ) -> Annotated[CallToolResult, FileText]:
@@ -280,12 +281,12 @@ async def knowledge_health(
     return await respond(tools.health(_app(ctx), deep))
 
 
-Text = Annotated[str, arg(f"Markdown, at most {writes.TEXT_MAX_CHARS} chars")]
+Text = Annotated[str, arg(f"Markdown, ≤{writes.TEXT_MAX_CHARS} chars")]
 
 
 async def knowledge_create(
     ctx: Ctx,
-    name: Annotated[str, arg(f"Name, at most {writes.NAME_MAX_CHARS} chars")],
+    name: Annotated[str, arg(f"Name, ≤{writes.NAME_MAX_CHARS} chars")],
     description: Annotated[str, arg("What the base holds")] = "",
 ) -> Annotated[CallToolResult, KnowledgeCreated]:
     return await respond(writes.create_knowledge(_app(ctx), name, description), write=True)

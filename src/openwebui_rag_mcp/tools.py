@@ -231,6 +231,7 @@ async def search(
     top_k: int | None,
     k_reranker: int | None,
     file_ids: list[str] | None = None,
+    folder: str | None = None,
 ) -> SearchResult:
     text = query.strip()
     if not text:
@@ -240,6 +241,10 @@ async def search(
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
+    if folder is not None:
+        if file_ids is not None:
+            raise invalid_argument("give folder or file_ids, not both: file_ids already names the documents")
+        return await _search_folder(app, text, knowledge_ids, folder, k, k_reranker)
     if file_ids is not None:
         return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker)
     if knowledge_ids is None:
@@ -276,6 +281,53 @@ async def _search_documents(
     body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, k_reranker)
     results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
+
+
+async def _search_folder(
+    app: App, text: str, knowledge_ids: list[str] | None, folder: str, k: int, k_reranker: int | None
+) -> SearchResult:
+    """Search the documents in a folder (and the folders below it) of the named bases.
+
+    Open WebUI's retrieval cannot be narrowed to a folder, so the folder's documents are read from the base's file
+    listing (which checks access on every release) and searched through their own collections, `file-<id>`.
+    """
+    path = folder.strip().strip("/")
+    if not path:
+        raise invalid_argument("folder must name a folder, like 'guides/2024'; leave it out to search whole bases")
+    if not knowledge_ids:
+        raise invalid_argument("folder needs knowledge_ids: the bases whose folder to search")
+    if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
+        raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
+    release = await app.client.release()
+    if not release.folder_paths:
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {release.version} does not say which folder a document is in (0.12 and later do), so a "
+            "search cannot be narrowed to a folder here; search the whole base, or name the documents with file_ids",
+        )
+    bases = await app.check_searchable(knowledge_ids)
+    base_of: dict[str, str] = {}
+    for base in bases:
+        for item in await all_files(app, base):
+            if item.folder is not None and (item.folder == path or item.folder.startswith(f"{path}/")):
+                base_of.setdefault(item.file_id, base)
+    if not base_of:
+        raise ToolFailure(
+            "not_found",
+            f"no document is in folder {path!r} or below it in {', '.join(bases) or 'the named bases'}; "
+            "knowledge_files shows each document's folder",
+        )
+    if len(base_of) > KNOWLEDGE_IDS_MAX:
+        raise invalid_argument(
+            f"folder {path!r} holds {len(base_of)} documents; a folder search covers at most {KNOWLEDGE_IDS_MAX}: "
+            "name a folder further down"
+        )
+    body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
+    results = [
+        chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
+        for chunk in normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
+    ]
+    return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
 LINES_MAX = 2_000

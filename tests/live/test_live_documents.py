@@ -17,6 +17,7 @@ the admin's private document by naming its file_id.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import uuid
 from pathlib import Path
@@ -300,3 +301,64 @@ async def test_another_user_cannot_search_a_private_document_by_file_id(
         assert is_error, body
         assert body["code"] == "not_found", body
         assert secret.phrase not in str(body), body
+
+
+def make_folder(inst: Instance, knowledge_id: str, name: str, parent_id: str | None = None) -> str:
+    """A folder in a base (0.9.6+), the way Open WebUI's own interface makes one."""
+    with owui.client(inst) as http:
+        answer = http.post(f"/api/v1/knowledge/{knowledge_id}/dirs/create", json={"name": name, "parent_id": parent_id})
+    answer.raise_for_status()
+    folder_id: str = answer.json()["id"]
+    return folder_id
+
+
+def move_to_folder(inst: Instance, knowledge_id: str, file_id: str, folder_id: str) -> None:
+    with owui.client(inst) as http:
+        answer = http.post(
+            f"/api/v1/knowledge/{knowledge_id}/file/move", json={"file_id": file_id, "directory_id": folder_id}
+        )
+    answer.raise_for_status()
+
+
+async def test_a_search_narrowed_to_a_folder(live_openwebui: Instance, live_user: User) -> None:
+    """``folder`` searches the documents in a folder and below it (Open WebUI 0.12+ names each document's folder);
+    an older release says ``unsupported`` instead of searching something else, and a key that cannot read the base
+    learns nothing from it."""
+    inst = live_openwebui
+    knowledge_id = owui.create_knowledge(inst, f"documents-folders-{tag()}", "live documents", private=True)
+    topic = f"quarzelmond{tag()}"
+    async with stdio_session(inst) as server:
+        added: dict[str, str] = {}
+        for name in ("top", "guide", "deep"):
+            text = f"# {name}\n\nThe {topic} procedure, as the {name} document tells it."
+            body = await server.ok("knowledge_add", {"knowledge_id": knowledge_id, "text": text, "title": name})
+            added[name] = body["file_id"]
+        search = {"query": f"{topic} procedure", "knowledge_ids": [knowledge_id], "top_k": 10}
+        if owui.version_parts(inst.version) < (0, 12, 0):
+            is_error, body = await server.call("knowledge_search", {**search, "folder": "guides"})
+            assert (is_error, body["code"]) == (True, "unsupported"), body
+            return
+        guides = make_folder(inst, knowledge_id, "guides")
+        move_to_folder(inst, knowledge_id, added["guide"], guides)
+        move_to_folder(inst, knowledge_id, added["deep"], make_folder(inst, knowledge_id, "deep", guides))
+
+        listed = await server.ok("knowledge_files", {"knowledge_id": knowledge_id})
+        assert {item["file_id"]: item["folder"] for item in listed["items"]} == {
+            added["top"]: None,
+            added["guide"]: "guides",
+            added["deep"]: "guides/deep",
+        }, listed
+        everywhere = await server.ok("knowledge_search", search)
+        assert {result["file_id"] for result in everywhere["results"]} == set(added.values()), everywhere
+        in_guides = await server.ok("knowledge_search", {**search, "folder": "guides"})
+        assert {result["file_id"] for result in in_guides["results"]} == {added["guide"], added["deep"]}, in_guides
+        assert {result["knowledge_id"] for result in in_guides["results"]} == {knowledge_id}
+        in_deep = await server.ok("knowledge_search", {**search, "folder": "guides/deep/"})
+        assert [result["file_id"] for result in in_deep["results"]] == [added["deep"]], in_deep
+        is_error, body = await server.call("knowledge_search", {**search, "folder": "guide"})
+        assert (is_error, body["code"]) == (True, "not_found"), body
+
+    async with stdio_session(inst, api_key=live_user.api_key) as other:
+        is_error, body = await other.call("knowledge_search", {**search, "folder": "guides"})
+        assert (is_error, body["code"]) == (True, "not_found"), body
+        assert topic not in json.dumps(body), body
