@@ -198,8 +198,18 @@ async def test_service_mode_uses_the_servers_key_for_admitted_agents() -> None:
 async def test_a_caller_can_narrow_itself_to_reading() -> None:
     router = openwebui()
     async with serving(router) as base, mcp_client(base, ALICE, **{"X-OpenWebUI-Read-Only": "true"}) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
         refused = await client.call_tool("knowledge_create", {"name": "new"})
         listed = await client.call_tool("knowledge_list", {})
+    # It is offered only what it may do, and a write it calls anyway is refused before any request.
+    assert {"knowledge_list", "knowledge_search", "knowledge_find"} <= names
+    assert not names & {
+        "knowledge_create",
+        "knowledge_add",
+        "knowledge_add_file",
+        "knowledge_update",
+        "knowledge_delete",
+    }
     assert refused.is_error
     assert refused.structured_content is not None
     assert (refused.structured_content["code"], refused.structured_content["outcome"]) == ("forbidden", "not_applied")

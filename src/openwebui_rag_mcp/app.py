@@ -44,6 +44,11 @@ def reading_only(narrowed: bool) -> Iterator[None]:
         _READING_ONLY.reset(reset)
 
 
+def writes_refused() -> bool:
+    """Whether this request asked for read-only access."""
+    return _READING_ONLY.get()
+
+
 def check_writes_allowed() -> None:
     if _READING_ONLY.get():
         raise ToolFailure(

@@ -32,10 +32,11 @@ from mcp.types import (
     TextContent,
     ToolAnnotations,
 )
+from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
 from openwebui_rag_mcp import __version__, exact, normalize, tools, writes
-from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
@@ -180,6 +181,17 @@ def _required_only(schema: dict[str, Any]) -> dict[str, Any]:
     items = {name: {"items": _required_only(item)} for name, item in lists.items() if isinstance(item, dict)}
     kept = {name: item for name, item in items.items() if item["items"]}
     return ({"properties": kept} if kept else {}) | ({"required": schema["required"]} if "required" in schema else {})
+
+
+class _Server(MCPServer[App]):
+    """tools/list offers a request that asked for read-only access (X-OpenWebUI-Read-Only) only the read tools: an
+    agent is not shown what it would be refused."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        if not writes_refused():
+            return tools
+        return [tool for tool in tools if tool.annotations is not None and tool.annotations.read_only_hint]
 
 
 # Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`).
@@ -623,7 +635,7 @@ def create_server(
                     }
                 )
             )
-    server: MCPServer[App] = MCPServer(
+    server: MCPServer[App] = _Server(
         "openwebui-rag-mcp",
         title="Open WebUI knowledge",
         version=__version__,
