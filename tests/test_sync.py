@@ -16,7 +16,7 @@ import respx
 from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.models import FileItem
-from openwebui_rag_mcp.sync import OK, SOME_FAILED, key_of, plan, remote_files, scan, synced_name
+from openwebui_rag_mcp.sync import OK, SOME_FAILED, SYNCED_BY, key_of, plan, remote_files, scan, synced_name
 from tests.conftest import BASE_URL, make_settings, mock_transport
 
 pytestmark = pytest.mark.anyio
@@ -63,17 +63,35 @@ def test_the_plan(tmp_path: Path) -> None:
     assert [entry.file_id for entry in todo.gone] == ["f-gone"]
 
 
-class Base:
-    """A mocked Open WebUI 0.12.4 holding one base, with uploads that process at once."""
+def form_parts(request: httpx.Request) -> dict[str, tuple[str | None, bytes]]:
+    """The fields of a multipart upload: name -> (filename, bytes)."""
+    boundary = request.headers["content-type"].split("boundary=", 1)[1].encode()
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for chunk in request.content.split(b"--" + boundary):
+        if b"\r\n\r\n" not in chunk:
+            continue
+        head, body = chunk.split(b"\r\n\r\n", 1)
+        name = head.split(b'name="', 1)[1].split(b'"', 1)[0].decode()
+        filename = head.split(b'filename="', 1)[1].split(b'"', 1)[0].decode() if b'filename="' in head else None
+        parts[name] = (filename, body.removesuffix(b"\r\n"))
+    return parts
 
-    def __init__(self) -> None:
+
+class Base:
+    """A mocked Open WebUI holding one base, with uploads that process at once: 0.12.4, whose lists name each
+    document's folder (the base mirrors the folder), or 0.11.4 (files named after their path and content)."""
+
+    def __init__(self, version: str) -> None:
+        self.mirrored = version == "0.12.4"
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
-        self.members: list[str] = []
+        self.members: dict[str, str | None] = {}  # file_id -> its folder's id
+        self.folders: dict[str, tuple[str, str | None]] = {}  # folder id -> (name, parent id)
+        self.manifests: list[list[dict[str, Any]]] = []
         self.count = 0
         self.fail_upload_of: str | None = None
         r = self.router
-        r.get("/api/version").respond(json={"version": "0.12.4"})
+        r.get("/api/version").respond(json={"version": version})
         r.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": True})
         r.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._list)
         r.post("/api/v1/files/").mock(side_effect=self._upload)
@@ -82,34 +100,63 @@ class Base:
         r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
+        r.post(f"/api/v1/knowledge/{KB}/sync/diff").mock(side_effect=self._diff)
+        r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
+
+    def path_of(self, folder_id: str | None) -> str:
+        names: list[str] = []
+        while folder_id is not None:
+            name, folder_id = self.folders[folder_id]
+            names.append(name)
+        return "/".join(reversed(names))
 
     def names(self) -> list[str]:
-        return sorted(self.files[file_id]["filename"] for file_id in self.members)
+        """What names each document: its path in the base when mirrored, else its filename."""
+        found = []
+        for file_id, folder_id in self.members.items():
+            folder, filename = self.path_of(folder_id), self.files[file_id]["filename"]
+            found.append(f"{folder}/{filename}".lstrip("/") if self.mirrored else filename)
+        return sorted(found)
+
+    def expected(self, folder: Path) -> list[str]:
+        local = scan(folder, 10**6)[0]
+        return sorted(file.relative if self.mirrored else synced_name(file) for file in local)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
-        items = [{"id": f, "filename": self.files[f]["filename"]} for f in self.members]
+        items = []
+        for file_id, folder_id in self.members.items():
+            item = {key: self.files[file_id][key] for key in ("id", "filename", "meta")}
+            if self.mirrored:
+                item |= {"directory_id": folder_id, "directory_path": self.path_of(folder_id)}
+            items.append(item)
         return httpx.Response(200, json={"items": items, "total": len(items)})
 
     def _upload(self, request: httpx.Request) -> httpx.Response:
         self.count += 1
         file_id = f"f-{self.count}"
-        filename = request.content.split(b'filename="', 1)[1].split(b'"', 1)[0].decode()
+        parts = form_parts(request)
+        filename, content = parts["file"]
+        assert filename is not None
         if self.fail_upload_of and filename.startswith(self.fail_upload_of):
             return httpx.Response(500, text="boom")
-        self.files[file_id] = {"id": file_id, "filename": filename, "data": {"content": f"text of {filename}"}}
+        metadata = json.loads(parts["metadata"][1])
+        meta = {"name": filename, "file_hash": hashlib.sha256(content).hexdigest(), "data": metadata}
+        self.files[file_id] = {"id": file_id, "filename": filename, "meta": meta, "data": {"content": f"{content!r}"}}
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
 
     def _file(self, request: httpx.Request, file_id: str) -> httpx.Response:
         return httpx.Response(200, json=self.files[file_id])
 
     def _add(self, request: httpx.Request) -> httpx.Response:
-        self.members.append(json.loads(request.content)["file_id"])
+        body = json.loads(request.content)
+        assert self.mirrored or "directory_id" not in body
+        self.members[body["file_id"]] = body.get("directory_id")
         return httpx.Response(200, json={"id": KB})
 
     def _remove(self, request: httpx.Request) -> httpx.Response:
         file_id = json.loads(request.content)["file_id"]
         assert request.url.params["delete_file"] == "true"
-        self.members.remove(file_id)
+        del self.members[file_id]
         self.files.pop(file_id)
         return httpx.Response(200, json={"id": KB})
 
@@ -117,10 +164,28 @@ class Base:
         self.files.pop(file_id, None)
         return httpx.Response(200, json=True)
 
+    def _diff(self, request: httpx.Request) -> httpx.Response:
+        """Only the folder part of Open WebUI's answer, which is all the command uses."""
+        manifest = json.loads(request.content)["manifest"]
+        self.manifests.append(manifest)
+        existing = {self.path_of(folder_id): folder_id for folder_id in self.folders}
+        wanted = {"/".join(e["path"].split("/")[: n + 1]) for e in manifest if e["path"] for n in range(99)}
+        mkdir = sorted((p for p in wanted if p not in existing), key=lambda p: (p.count("/"), p))
+        return httpx.Response(200, json={"added": [], "mkdir": mkdir, "directory_map": existing})
 
-@pytest.fixture
-def base(monkeypatch: pytest.MonkeyPatch) -> Base:
-    mocked = Base()
+    def _create_folder(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        taken = {(name, parent) for name, parent in self.folders.values()}
+        if (body["name"], body["parent_id"]) in taken:
+            return httpx.Response(400, json={"detail": "A directory with this name may already exist at this level."})
+        folder_id = f"d-{len(self.folders) + 1}"
+        self.folders[folder_id] = (body["name"], body["parent_id"])
+        return httpx.Response(200, json={"id": folder_id, "name": body["name"], "parent_id": body["parent_id"]})
+
+
+@pytest.fixture(params=["0.12.4", "0.11.4"])
+def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
+    mocked = Base(request.param)
     from openwebui_rag_mcp import server
 
     original = server.running_app
@@ -147,7 +212,7 @@ async def test_a_folder_is_synced_and_a_second_run_changes_nothing(base: Base, t
     (tmp_path / "sub" / "b.csv").write_text("x,y\n1,2\n")
     code, lines = await run(tmp_path)
     assert code == OK
-    assert len(base.members) == 2
+    assert base.names() == base.expected(tmp_path)
     uploads = base.count
     code, lines = await run(tmp_path)
     assert code == OK
@@ -175,7 +240,7 @@ async def test_edit_rename_delete_and_new(base: Base, tmp_path: Path) -> None:
     assert len(base.members) == 5
     code, _ = await run(tmp_path, delete=True)
     assert code == OK
-    assert base.names() == sorted(synced_name(f) for f in scan(tmp_path, 10**6)[0])
+    assert base.names() == base.expected(tmp_path)
 
 
 async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base, tmp_path: Path) -> None:
@@ -184,7 +249,8 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     (tmp_path / "a.md").write_text("# two")
     # As if the previous run stopped after adding the new version and before removing the old one:
     local = scan(tmp_path, 10**6)[0]
-    upload = writes.Upload(synced_name(local[0]), b"# two", "text/markdown", {})
+    name, metadata = ("a.md", {"synced_by": SYNCED_BY}) if base.mirrored else (synced_name(local[0]), {})
+    upload = writes.Upload(name, b"# two", "text/markdown", metadata)
     from openwebui_rag_mcp.server import running_app
 
     async with running_app(make_settings()) as app:
@@ -192,13 +258,13 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     assert len(base.members) == 2
     code, _ = await run(tmp_path)
     assert code == OK
-    assert base.names() == [synced_name(local[0])]
+    assert base.names() == base.expected(tmp_path)
 
 
 async def test_a_failed_file_is_named_and_the_exit_code_says_so(base: Base, tmp_path: Path) -> None:
     (tmp_path / "good.md").write_text("# good")
     (tmp_path / "bad.md").write_text("# bad")
-    base.fail_upload_of = "bad~"
+    base.fail_upload_of = "bad"
     code, lines = await run(tmp_path)
     assert code == SOME_FAILED
     assert any(line.startswith("add      bad.md: FAILED") for line in lines)
@@ -215,3 +281,86 @@ def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:
     assert todo.add == []
     assert [(file.relative, entry.file_id) for file, entry in todo.renamed] == [("new-name.md", "f-old")]
     assert todo.gone == []
+
+
+# -- Open WebUI 0.12+: the base mirrors the folder ------------------------------------------------------------------
+
+
+@pytest.fixture
+def mirror(monkeypatch: pytest.MonkeyPatch) -> Base:
+    mocked = Base("0.12.4")
+    from openwebui_rag_mcp import server
+
+    original = server.running_app
+    monkeypatch.setattr(
+        server, "running_app", lambda settings, **_: original(settings, transport=mock_transport(mocked.router))
+    )
+    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.001)
+    return mocked
+
+
+async def test_files_keep_their_names_in_folders_made_once_parents_first(mirror: Base, tmp_path: Path) -> None:
+    for name in ("top.md", "docs/a.md", "docs/deep/b.txt", "Заметки/в.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}")
+    code, lines = await run(tmp_path, dry_run=True)
+    assert code == OK
+    assert [line for line in lines if line.startswith("would create")] == [
+        "would create   folder docs",
+        "would create   folder Заметки",
+        "would create   folder docs/deep",
+    ]
+    assert (mirror.folders, mirror.members) == ({}, {})  # a dry run makes nothing
+
+    assert (await run(tmp_path))[0] == OK
+    assert mirror.names() == ["docs/a.md", "docs/deep/b.txt", "top.md", "Заметки/в.md"]
+    assert sorted(mirror.path_of(folder_id) for folder_id in mirror.folders) == ["docs", "docs/deep", "Заметки"]
+    titles = {mirror.files[file_id]["meta"]["data"]["title"] for file_id in mirror.members}
+    assert titles == {"top.md", "docs/a.md", "docs/deep/b.txt", "Заметки/в.md"}
+    # What Open WebUI's comparison was asked: every file by folder, name and the SHA-256 of its bytes.
+    entry = next(e for e in mirror.manifests[-1] if e["filename"] == "b.txt")
+    assert entry == {
+        "filename": "b.txt",
+        "path": "docs/deep",
+        "checksum": hashlib.sha256(b"# docs/deep/b.txt").hexdigest(),
+        "size": len(b"# docs/deep/b.txt"),
+    }
+
+    folders, uploads = dict(mirror.folders), mirror.count
+    code, lines = await run(tmp_path)
+    assert (code, mirror.folders, mirror.count) == (OK, folders, uploads)
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 0 failed"
+
+
+async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Base, tmp_path: Path) -> None:
+    """Someone's own upload at the same path (Open WebUI's interface, an agent) is not the command's to replace or
+    remove: only uploads marked `synced_by` are."""
+    (tmp_path / "a.md").write_text("# mine, from the folder")
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        upload = writes.Upload("a.md", b"# someone else's", "text/markdown", {"title": "a.md"})
+        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        other = writes.Upload("other.md", b"# also someone else's", "text/markdown", {})
+        await writes.upload_to_base(app, KB, other, sync_module._quiet, text=None, tool="test")
+    theirs = set(mirror.members)
+    code, _ = await run(tmp_path, delete=True)
+    assert code == OK
+    assert theirs <= set(mirror.members)
+    assert mirror.names() == ["a.md", "a.md", "other.md"]
+
+
+async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "b.md").write_text("# B")
+    local = {file.relative: file for file in scan(tmp_path, 10**6)[0]}
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        upload = writes.Upload(synced_name(local["a.md"]), b"# A", "text/markdown", {})
+        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+    code, lines = await run(tmp_path)
+    assert code == OK
+    assert "goes on naming them that way" in lines[0]
+    assert mirror.names() == sorted(synced_name(file) for file in local.values())
+    assert mirror.folders == {}

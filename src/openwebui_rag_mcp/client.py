@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -646,9 +646,25 @@ class OpenWebUIClient:
             raise normalize.unexpected("a processing status without a status")
         return status
 
-    async def add_file(self, knowledge_id: str, file_id: str) -> Json:
+    async def add_file(self, knowledge_id: str, file_id: str, directory_id: str | None = None) -> Json:
+        """Attach a processed file to a base, into one of its folders (0.9.6+) when `directory_id` is given."""
         path = f"api/v1/knowledge/{segment(knowledge_id)}/file/add"
-        return await self._send("POST", path, json_body={"file_id": file_id})
+        folder = {"directory_id": directory_id} if directory_id is not None else {}
+        return await self._send("POST", path, json_body={"file_id": file_id, **folder})
+
+    async def sync_diff(self, knowledge_id: str, manifest: Sequence[Mapping[str, Any]]) -> Json:
+        """Open WebUI's own comparison of a folder with a base (0.9.6+; needs write access, changes nothing)."""
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/sync/diff"
+        return await self._send("POST", path, json_body={"manifest": manifest})
+
+    async def create_folder(self, knowledge_id: str, name: str, parent_id: str | None) -> str:
+        """A folder in a base (0.9.6+), under `parent_id` or at the top; its id."""
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/dirs/create"
+        answer = _object(await self._send("POST", path, json_body={"name": name, "parent_id": parent_id}), "a folder")
+        folder_id = answer.get("id")
+        if not isinstance(folder_id, str) or not folder_id:
+            raise normalize.unexpected("a folder without an id")
+        return folder_id
 
     async def update_file_text(self, file_id: str, text: str) -> Json:
         path = f"api/v1/files/{segment(file_id)}/data/content/update"

@@ -339,3 +339,42 @@ def created_id(body: object, what: str) -> str:
     if created is None:
         raise unexpected(f"{what} without an id")
     return created
+
+
+# -- a base's documents as the folder sync sees them (Open WebUI 0.12+) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FolderDocument:
+    """Where a document is in its base, the SHA-256 of its bytes, and its upload metadata."""
+
+    file_id: str
+    path: str  # "folder/sub/name.ext", or "name.ext" at the top
+    sha256: str | None  # meta.file_hash: Open WebUI keeps it for every upload since 0.9.6
+    upload_metadata: Mapping[str, Any]
+
+
+def folder_document(raw: Mapping[str, Any]) -> FolderDocument:
+    file_id = _str(raw.get("id"))
+    if file_id is None:
+        raise unexpected("a file without an id")
+    meta = _optional_mapping(raw.get("meta"))
+    filename = _str(raw.get("filename")) or _str(meta.get("name")) or ""
+    folder = _str(raw.get("directory_path")) or ""
+    return FolderDocument(
+        file_id=file_id,
+        path=f"{folder}/{filename}" if folder else filename,
+        sha256=_str(meta.get("file_hash")),
+        upload_metadata=_upload_metadata(meta),
+    )
+
+
+def folder_tree(body: object) -> tuple[list[str], dict[str, str]]:
+    """From Open WebUI's sync comparison: the folder paths to create (parents first) and the existing ones' ids."""
+    answer = _mapping(body, "a sync comparison")
+    create, existing = answer.get("mkdir"), answer.get("directory_map")
+    if not isinstance(create, list) or not all(isinstance(path, str) for path in create):
+        raise unexpected("a sync comparison without its folders to create")
+    if not isinstance(existing, Mapping):
+        raise unexpected("a sync comparison without its folders")
+    return list(create), {str(path): value for path, value in existing.items() if isinstance(value, str)}

@@ -1,17 +1,26 @@
 """`openwebui-rag-mcp sync DIR --knowledge-id ID`: keep a knowledge base in step with a folder.
 
-Each local file is uploaded under a name that carries its path in the folder and the first 12 hex digits of the
-SHA-256 of its bytes (`notes_todo~3f2a9c0d1e4b.md`), so the base itself says which version of which file it holds,
-on every release (older releases keep no upload metadata). A run then:
+A run:
 
 - adds files the base does not hold,
 - replaces changed ones (the new version is added first, then the old one removed, so an interrupted run leaves at
   most an extra old version, which the next run removes),
-- leaves unchanged ones alone,
+- leaves unchanged ones alone (compared by the SHA-256 of their bytes),
 - and removes documents whose file is gone only with `--delete`.
 
 A second run changes nothing. Documents the base holds that this command did not upload are never touched. Writes go
 through the same client, write lock and error model as the tools; Open WebUI extracts the text.
+
+How the base says which version of which file it holds depends on the release:
+
+- **Open WebUI 0.12 and later** (whose document lists name each document's folder): the base mirrors the folder, each
+  file under its own name in an Open WebUI folder of the same path. Open WebUI's own folder sync comparison
+  (`sync/diff`) gives the base's folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the
+  SHA-256 of every upload (`meta.file_hash`). Uploads carry `synced_by` in their metadata: that is how the command
+  knows its own documents.
+- **Older releases**, and bases synced before by an older version of this command: each file is uploaded under a
+  name that carries its path and the first 12 hex digits of its SHA-256 (`notes_todo~3f2a9c0d1e4b.md`), since
+  older releases keep no folders and some no upload metadata.
 """
 
 from __future__ import annotations
@@ -21,9 +30,10 @@ import mimetypes
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
@@ -33,7 +43,9 @@ from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 
 OK, SOME_FAILED, UNUSABLE = 0, 1, 5
+SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
 _DIGEST_CHARS = 12
+_NAME_MAX_BYTES = 200
 _SYNCED_NAME = re.compile(r"^(?P<key>.+)~(?P<digest>[0-9a-f]{12})(?P<extension>\.[A-Za-z0-9]{1,10})?$")
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 
@@ -46,6 +58,16 @@ class LocalFile:
     digest: str
     extension: str
     size: int
+    mirrored: bool = False  # the base mirrors the folder (0.12+): the file keeps its own name and folder
+
+    @property
+    def identity(self) -> str:
+        """What names this file in the base: its path when mirrored, else its name made safe."""
+        return self.relative if self.mirrored else self.key + self.extension
+
+    @property
+    def folder(self) -> str:
+        return self.relative.rpartition("/")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +103,10 @@ def synced_name(local: LocalFile) -> str:
     return f"{local.key}~{local.digest}{local.extension}"
 
 
-def scan(folder: Path, max_bytes: int) -> tuple[list[LocalFile], list[tuple[str, str]]]:
-    """Regular files under `folder` (hidden files and folders left out, links not followed), and those refused."""
+def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[LocalFile], list[tuple[str, str]]]:
+    """Regular files under `folder` (hidden files and folders left out, links not followed), and those refused.
+
+    `mirrored`: the base mirrors the folder, so each file is known by its path and the whole SHA-256 of its bytes."""
     found: list[LocalFile] = []
     refused: list[tuple[str, str]] = []
     for root, dirs, files in os.walk(folder):
@@ -102,9 +126,16 @@ def scan(folder: Path, max_bytes: int) -> tuple[list[LocalFile], list[tuple[str,
             if size == 0:
                 refused.append((relative, "empty"))
                 continue
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:_DIGEST_CHARS]
+            if mirrored and any(len(part.encode()) > _NAME_MAX_BYTES for part in relative.split("/")):
+                refused.append((relative, f"a name in its path is longer than {_NAME_MAX_BYTES} bytes"))
+                continue
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
             key, extension = key_of(relative)
-            found.append(LocalFile(path, relative, key, digest, extension, size))
+            found.append(
+                LocalFile(
+                    path, relative, key, digest if mirrored else digest[:_DIGEST_CHARS], extension, size, mirrored
+                )
+            )
     return found, refused
 
 
@@ -118,6 +149,16 @@ def remote_files(items: list[FileItem]) -> list[RemoteFile]:
     return remote
 
 
+def mirrored_files(raw: list[Mapping[str, Any]]) -> list[RemoteFile]:
+    """The documents of a mirrored base that this command uploaded (marked in their upload metadata), by path."""
+    documents = [normalize.folder_document(item) for item in raw]
+    return [
+        RemoteFile(document.file_id, document.path, document.sha256 or "")
+        for document in documents
+        if document.upload_metadata.get("synced_by") == SYNCED_BY
+    ]
+
+
 def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[str, str]]) -> Plan:
     result = Plan(refused=list(refused))
     by_key: dict[str, list[RemoteFile]] = {}
@@ -125,7 +166,7 @@ def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[s
         by_key.setdefault(entry.key, []).append(entry)
     seen: dict[str, LocalFile] = {}
     for file in local:
-        identity = file.key + file.extension
+        identity = file.identity
         if identity in seen:
             result.refused.append(
                 (file.relative, f"its name is the same as {seen[identity].relative}'s once made safe")
@@ -169,13 +210,37 @@ async def sync(
     async with running_app(settings) as app:
         try:
             app.check_base(knowledge_id)
-            files, _ = await app.client.knowledge_files(knowledge_id, None)
-            items = [normalize.file_item(item) for item in files]
+            raw, _ = await app.client.knowledge_files(knowledge_id, None)
+            named = remote_files([normalize.file_item(item) for item in raw])
+            release = await app.client.release()
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
-        local, refused = scan(folder, settings.upload_max_bytes)
-        todo = plan(local, remote_files(items), refused)
+        mirrored = release.folder_paths and not named
+        if release.folder_paths and named:
+            say(
+                f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
+                "and content; it goes on naming them that way"
+            )
+        local, refused = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
+        todo = plan(local, mirrored_files(raw) if mirrored else named, refused)
+        folders: dict[str, str] | None = None  # path -> id of the base's folders, when it mirrors the folder
+        to_create: list[str] = []
+        if mirrored:
+            manifest = [
+                {
+                    "filename": file.relative.rpartition("/")[2],
+                    "path": file.folder,
+                    "checksum": file.digest,
+                    "size": file.size,
+                }
+                for file in local
+            ]
+            try:
+                to_create, folders = normalize.folder_tree(await app.client.sync_diff(knowledge_id, manifest))
+            except ToolFailure as failure:
+                say(f"cannot compare {folder} with knowledge base {knowledge_id}: {failure.message}")
+                return UNUSABLE
         removals = todo.stale + (todo.gone if delete else [])
         say(
             f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
@@ -186,6 +251,11 @@ async def sync(
         for line in failed:
             say(f"skipped   {line}")
         if dry_run:
+            uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
+            needed = {path for file in uploads for path in _with_parents(file.folder)} if mirrored else set()
+            for path in to_create:
+                if path in needed:
+                    say(f"would create   folder {path}")
             for file in todo.add:
                 say(f"would add      {file.relative}")
             for file, _ in todo.replace:
@@ -205,7 +275,7 @@ async def sync(
             done += 1
             problem = await _remove(app, knowledge_id, moved)
             if problem is None:
-                problem = await _upload(app, knowledge_id, file)
+                problem = await _put(app, knowledge_id, file, folders)
             _report(say, tty, done, total, f"rename   {file.relative}", problem)
             if problem:
                 failed.append(f"{file.relative}: {problem}")
@@ -213,7 +283,7 @@ async def sync(
                 succeeded["rename"] += 1
         for action, file, old in steps:
             done += 1
-            problem = await _upload(app, knowledge_id, file)
+            problem = await _put(app, knowledge_id, file, folders)
             if problem is None:
                 for entry in old:
                     problem = await _remove(app, knowledge_id, entry)
@@ -237,6 +307,12 @@ async def sync(
         return SOME_FAILED if failed else OK
 
 
+def _with_parents(path: str) -> list[str]:
+    """ "a/b/c" -> ["a", "a/b", "a/b/c"]; "" (the top of the base) -> []."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[: depth + 1]) for depth in range(len(parts))]
+
+
 def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: str | None) -> None:
     if tty:
         width = 24
@@ -248,15 +324,40 @@ def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: str 
     say(f"{what}: {'FAILED - ' + problem if problem else 'ok'}")
 
 
-async def _upload(app: App, knowledge_id: str, file: LocalFile) -> str | None:
-    content = file.path.read_bytes()
-    if hashlib.sha256(content).hexdigest()[:_DIGEST_CHARS] != file.digest:
-        return "the file changed while it was synced; run again"
-    name = synced_name(file)
-    metadata = {"title": file.relative, "source": file.relative}
-    upload = Upload(name, content, mimetypes.guess_type(name)[0] or "application/octet-stream", metadata)
+async def _put(app: App, knowledge_id: str, file: LocalFile, folders: dict[str, str] | None) -> str | None:
+    """Upload one file into the base (into its folder, made first where missing, when the base mirrors the folder);
+    what went wrong, or None."""
     try:
-        await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
+        folder_id = None if folders is None else await _folder_id(app, knowledge_id, folders, file.folder)
+    except ToolFailure as failure:
+        return f"{failure.code}: could not make its folder in the base: {failure.message}"
+    return await _upload(app, knowledge_id, file, folder_id)
+
+
+async def _folder_id(app: App, knowledge_id: str, folders: dict[str, str], path: str) -> str | None:
+    """The id of the base's folder at `path` (None: the top), made with its missing parents, parents first."""
+    if not path:
+        return None
+    if path not in folders:
+        parent, _, name = path.rpartition("/")
+        parent_id = await _folder_id(app, knowledge_id, folders, parent)
+        async with app.locks.hold(knowledge_id):
+            folders[path] = await app.client.create_folder(knowledge_id, name, parent_id)
+    return folders[path]
+
+
+async def _upload(app: App, knowledge_id: str, file: LocalFile, folder_id: str | None) -> str | None:
+    content = file.path.read_bytes()
+    digest = hashlib.sha256(content).hexdigest()
+    if (digest if file.mirrored else digest[:_DIGEST_CHARS]) != file.digest:
+        return "the file changed while it was synced; run again"
+    name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file)
+    metadata = {"title": file.relative, "source": file.relative} | ({"synced_by": SYNCED_BY} if file.mirrored else {})
+    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    try:
+        await upload_to_base(
+            app, knowledge_id, Upload(name, content, content_type, metadata, folder_id), _quiet, text=None, tool="sync"
+        )
     except ToolFailure as failure:
         return f"{failure.code}: {failure.message}"
     return None

@@ -270,6 +270,7 @@ class Upload:
     content: bytes
     content_type: str
     metadata: Mapping[str, Any]
+    folder_id: str | None = None  # a folder of the base to put it in (sync, Open WebUI 0.12+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +302,7 @@ async def upload_to_base(
         # A file now exists that did not before. From here the sequence runs to its end, even when the client
         # cancels the call (TypeScript clients give up after 60 s): it adds the file or removes it again.
         with anyio.CancelScope(shield=True):
-            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload.filename)
+            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
         try:
             await checkpoint()
         except anyio.get_cancelled_exc_class():
@@ -334,7 +335,7 @@ async def _process_and_attach(
     uploaded: normalize.FileRecord,
     text: str | None,
     progress: Progress,
-    filename: str,
+    upload: Upload,
 ) -> Uploaded:
     """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
     even that fails, named in the error)."""
@@ -342,14 +343,14 @@ async def _process_and_attach(
     await _tell(progress, 2, 4, "processing")
     try:
         status = await _wait_processed(app, release, uploaded, progress)
-        extracted = await _extracted(app, file_id, filename) if text is None else None
+        extracted = await _extracted(app, file_id, upload.filename) if text is None else None
     except ToolFailure as failure:
         raise await _discard(app, file_id, failure, "process") from None
     content = text if text is not None else extracted or ""
 
     await _tell(progress, 3, 4, "attaching")
     try:
-        await app.client.add_file(knowledge_id, file_id)
+        await app.client.add_file(knowledge_id, file_id, upload.folder_id)
     except ToolFailure as failure:
         if failure.code == "duplicate_content":
             holder = await _holder_of(app, knowledge_id, content)

@@ -1,11 +1,13 @@
 """`openwebui-rag-mcp sync DIR --knowledge-id ID` as a subprocess against a real Open WebUI of every release.
 
 A folder of 52 small files (Markdown, plain text, CSV, HTML; Cyrillic and CJK in names and text; subfolders) is
-synced into a new base; the base must then list exactly one document per file, named `<path key>~<12 hex digits of
-the SHA-256 of the bytes>.<ext>`, and a second run must change nothing. Then a file is edited, one renamed, one
-deleted and one added: `--dry-run` reports and changes nothing, a run without `--delete` keeps the deleted file's
-document, a run with `--delete` ends with exactly the folder's files. Last, a run killed half-way (SIGTERM) and run
-again ends with the same documents as the uninterrupted runs.
+synced into a new base; the base must then hold exactly one document per file, and a second run must change nothing.
+On Open WebUI 0.12 and later the base mirrors the folder: each file under its own name in an Open WebUI folder of
+the same path, with the SHA-256 of its bytes as Open WebUI keeps it. On older releases each file is named
+`<path key>~<12 hex digits of the SHA-256 of the bytes>.<ext>`. Then a file is edited, one renamed, one deleted and
+one added: `--dry-run` reports and changes nothing, a run without `--delete` keeps the deleted file's document, a run
+with `--delete` ends with exactly the folder's files. Last, a run killed half-way (SIGTERM) and run again ends with
+the same documents as the uninterrupted runs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,8 +85,22 @@ def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str) -> Ru
     return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started)
 
 
+def mirrors(inst: Instance) -> bool:
+    """Whether this release's bases mirror the synced folder (files under their own names, in folders)."""
+    return Release.parse(inst.version).folder_paths
+
+
+def identity(item: dict[str, Any], mirrored: bool) -> str:
+    """What tells one version of one file from another in the base: its filename (which carries the path and the
+    hash), or, where the base mirrors the folder, its folder path, name and the hash Open WebUI keeps of its bytes."""
+    if not mirrored:
+        return str(item["filename"])
+    path = f"{item['directory_path']}/{item['filename']}".lstrip("/")
+    return f"{path}#{item['meta']['file_hash'][:12]}"
+
+
 def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
-    """file_id -> filename of every document Open WebUI itself lists in the base (every page)."""
+    """file_id -> identity of every document Open WebUI itself lists in the base (every page)."""
     found: dict[str, str] = {}
     with owui.client(inst) as http:
         if not Release.parse(inst.version).paged_lists:
@@ -92,7 +109,7 @@ def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
         page = 1
         while True:
             answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}).json()
-            found.update((item["id"], item["filename"]) for item in answer["items"])
+            found.update((item["id"], identity(item, mirrors(inst))) for item in answer["items"])
             if not answer["items"] or len(found) >= answer["total"]:
                 return found
             page += 1
@@ -102,13 +119,19 @@ def names_of(inst: Instance, knowledge_id: str) -> list[str]:
     return sorted(documents_of(inst, knowledge_id).values())
 
 
-def expected_names(folder: Path) -> list[str]:
-    """One name per file of the folder: as the sync command names them, and ending as the brief says, with the
-    first 12 hex digits of the SHA-256 of the file's bytes (computed here) and its extension."""
+def expected_names(folder: Path, mirrored: bool) -> list[str]:
+    """One identity per file of the folder, computed here: its path and the SHA-256 of its bytes where the base
+    mirrors the folder; else the name the sync command gives it, ending as the brief says, with the first 12 hex
+    digits of that SHA-256 and its extension."""
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    if mirrored:
+        return sorted(
+            f"{path.relative_to(folder).as_posix()}#{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+            for path in files
+        )
     local, refused = scan(folder, 10**9)
     assert refused == [], refused
     names = sorted(synced_name(file) for file in local)
-    files = sorted(path for path in folder.rglob("*") if path.is_file())
     assert len(names) == len(files)
     endings = sorted(f"~{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}{path.suffix}" for path in files)
     assert sorted(name[name.rindex("~") :] for name in names) == endings
@@ -147,13 +170,13 @@ def make_folder(root: Path, run: str) -> Path:
 def assert_one_document_per_file(inst: Instance, knowledge_id: str, folder: Path) -> None:
     names = names_of(inst, knowledge_id)
     assert len(names) == len(set(names)), f"duplicate documents: {names}"
-    assert names == expected_names(folder)
+    assert names == expected_names(folder, mirrors(inst))
 
 
 def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Instance, tmp_path: Path) -> None:
     inst, run = live_openwebui, uuid.uuid4().hex[:8]
     folder = make_folder(tmp_path, run)
-    assert len(expected_names(folder)) == FILES
+    assert len(expected_names(folder, mirrors(inst))) == FILES
     knowledge_id = owui.create_knowledge(inst, f"sync-{run}", "a folder kept in sync", private=True)
     timings: list[str] = []
 
@@ -179,12 +202,12 @@ def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Inst
     new = folder / "docs" / "deep" / "新しい-новый.html"
     for path in (edited, renamed_from, deleted):
         assert path.is_file(), path
-    old_names = {path: synced_name_of(folder, path) for path in (edited, renamed_from, deleted)}
+    old_names = {path: expected_name_of(inst, folder, path) for path in (edited, renamed_from, deleted)}
     edited.write_text(edited.read_text(encoding="utf-8") + "99,Правка 编辑,an edited row\n", encoding="utf-8")
     renamed_from.rename(renamed_to)
     deleted.unlink()
     new.write_text(content("html", 99, "docs/deep/новый.html", run), encoding="utf-8")
-    final_names = expected_names(folder)
+    final_names = expected_names(folder, mirrors(inst))
     assert len(final_names) == FILES
 
     # 4. --dry-run says what it would do and does nothing, with or without --delete.
@@ -200,7 +223,8 @@ def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Inst
         if "--delete" in flags:
             removed_keys = {old_names[deleted]}  # the renamed file is renamed, not removed
             assert len(removals) == 1, dry.lines
-            assert all(any(key.split("~")[0] in line for line in removals) for key in removed_keys), dry.lines
+            stems = {key.split("~")[0].split("#")[0] for key in removed_keys}
+            assert all(any(stem in line for line in removals) for stem in stems), dry.lines
         else:
             assert removals == [], dry.lines
         assert documents_of(inst, knowledge_id) == synced, f"{flags} changed the base"
@@ -296,8 +320,10 @@ def counted(run: Run) -> dict[str, int]:
     }
 
 
-def synced_name_of(folder: Path, path: Path) -> str:
-    """The name the sync command gives one file of the folder (as it is now)."""
+def expected_name_of(inst: Instance, folder: Path, path: Path) -> str:
+    """The identity of one file of the folder (as it is now) in the base."""
+    if mirrors(inst):
+        return f"{path.relative_to(folder).as_posix()}#{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
     local, _ = scan(folder, 10**9)
     (file,) = [item for item in local if item.path == path]
     return synced_name(file)
