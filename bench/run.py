@@ -366,7 +366,7 @@ async def stub_section(cfg: Config, stub: Stub, results: Results, errlog: TextIO
             }
             log(f"stub: latency, {cfg.rounds} rounds")
             samples = await interleaved(cfg.rounds, ops)
-            cpu = await cpu_per_call(server, ops, TOOLS, 10 if cfg.quick else max(cfg.rounds, 20))
+            cpu = await cpu_per_call(server, ops, TOOLS, 100 if cfg.quick else 300)
             latency_row(results, "stub.search", samples["search"], None, f"top_k={TOP_K}, 3 bases; {cpu['search']}")
             pages = f"{STUB_BASES} bases in {math.ceil(STUB_BASES / PAGE_SIZE)} pages"
             latency_row(results, "stub.list", samples["list"], None, f"{pages}; {cpu['list']}")
@@ -444,7 +444,7 @@ async def sdk_call_floor(cfg: Config, stub: Stub, results: Results, errlog: Text
         arguments = {"text": FILE_TEXT}
         for _ in range(3):
             await minimal.call("echo", arguments)
-        calls = 10 if cfg.quick else max(cfg.rounds, 20)
+        calls = 100 if cfg.quick else 300
         server_before, client_before = cpu_seconds(minimal.pid), cpu_seconds()
         times = [await timed(minimal.call("echo", arguments)) for _ in range(calls)]
         server_cpu, client_cpu = cpu_seconds(minimal.pid) - server_before, cpu_seconds() - client_before
@@ -800,7 +800,7 @@ async def measure_live(
             }
             log(f"live: latency, {cfg.rounds} rounds")
             samples = await interleaved(cfg.rounds, ops)
-            cpu = await cpu_per_call(server, ops, TOOLS, 10 if cfg.quick else max(cfg.rounds, 20))
+            cpu = await cpu_per_call(server, ops, TOOLS, 30 if cfg.quick else 100)
             where = f"top_k={TOP_K} over {len(ids)} bases, {len(queries)} queries in turn"
             latency_row(results, "live.search", samples["search"], 1.10, f"{where}; {cpu['search']}")
             latency_row(results, "live.list", samples["list"], 1.10, f"{len(ids)} bases; {cpu['list']}")
