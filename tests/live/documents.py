@@ -1,5 +1,5 @@
-"""Real document files for the live tests, built in memory: a PDF with real text, a DOCX, an XLSX, an HTML page, a
-CSV, plain text in pages (form feeds), Markdown in Cyrillic and in CJK, and files Open WebUI's default loaders
+"""Real document files for the live tests, built in memory: a PDF with real text, a DOCX, a PPTX, an XLSX, an HTML
+page, a CSV, plain text in pages (form feeds), Markdown in Cyrillic and in CJK, and files Open WebUI's default loaders
 extract nothing from (a PNG, a PDF whose page holds only a drawing).
 
 Every builder puts one distinctive sentence (``phrase``) on a line of its own, surrounded by other text, so a test
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import docx
 import openpyxl  # type: ignore[import-untyped]
+import pptx
 from fpdf import FPDF
 
 
@@ -70,6 +71,23 @@ def docx_file(phrase: str) -> bytes:
     document.add_paragraph("The last paragraph says goodbye.")
     buffer = io.BytesIO()
     document.save(buffer)
+    return buffer.getvalue()
+
+
+def pptx_file(phrase: str) -> bytes:
+    """Two slides: a title slide, then one whose text box holds the phrase between two other lines."""
+    deck = pptx.Presentation()
+    title = deck.slides.add_slide(deck.slide_layouts[0])
+    title.shapes.title.text = "Quarterly review"
+    title.placeholders[1].text = "Slides for the live tests"
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Findings"
+    body = slide.placeholders[1].text_frame
+    body.text = "The first point is about the weather."
+    for line in (phrase, "The last point says goodbye."):
+        body.add_paragraph().text = line
+    buffer = io.BytesIO()
+    deck.save(buffer)
     return buffer.getvalue()
 
 
@@ -153,6 +171,7 @@ def png() -> bytes:
 TEXT_BUILDERS: dict[str, tuple[str, Callable[[str], bytes]]] = {
     "pdf": ("pdf", pdf),
     "docx": ("docx", docx_file),
+    "pptx": ("pptx", pptx_file),
     "xlsx": ("xlsx", xlsx),
     "html": ("html", html),
     "csv": ("csv", csv_file),

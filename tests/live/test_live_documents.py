@@ -110,11 +110,27 @@ def write(folder: Path, document: Document) -> Path:
     return path
 
 
+# Kinds a release's default loaders cannot read offline. 0.6.5 reads a PPTX through `unstructured`, which fetches
+# NLTK's `punkt_tab` from the internet on first use (seen live: "Resource punkt_tab not found"); there the server must
+# say so at the processing stage and leave nothing behind, as for a file with no text.
+UNREADABLE_OFFLINE = {"0.6.5": {"pptx"}}
+
+
 @pytest.mark.parametrize("kind", list(documents.TEXT_BUILDERS))
 async def test_document_text_is_searched_found_and_read(live_openwebui: Instance, upload_dir: Path, kind: str) -> None:
     """One document of each kind added twice (different sentences): from a local path and as base64."""
     inst = live_openwebui
     knowledge_id = owui.create_knowledge(inst, f"documents-{kind}-{tag()}", "live documents", private=True)
+    if kind in UNREADABLE_OFFLINE.get(inst.version, set()):
+        document = documents.build(kind, tag())
+        files_before = owui.file_ids(inst)
+        async with stdio_session(inst) as server:
+            encoded = base64.b64encode(document.content).decode()
+            is_error, body = await add_file(server, knowledge_id, content_base64=encoded, filename=document.filename)
+        assert is_error, body
+        assert (body["code"], body["stage"], body["outcome"]) == ("upstream_error", "process", "not_applied"), body
+        assert owui.file_ids(inst) == files_before, "the upload Open WebUI could not read was left behind"
+        return
     from_path = documents.build(kind, tag(), stem="from-path")
     from_bytes = documents.build(kind, tag(), stem="from-bytes")
     local = write(upload_dir, from_path)
