@@ -39,7 +39,7 @@ from devtools.cachelock import exclusive_lock
 
 CACHE_ROOT = Path(os.environ.get("OPENWEBUI_RAG_MCP_CACHE", "~/.cache/openwebui-rag-mcp")).expanduser()
 NEWEST = "0.12.4"
-RELEASES = ("0.6.5", "0.6.43", "0.12.4")
+RELEASES = ("0.6.5", "0.6.43", "0.8.12", "0.10.2", "0.12.4")
 TORCH_PIN = "torch==2.13.0"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
