@@ -208,3 +208,21 @@ async def test_before_0_12_a_folder_search_is_unsupported_not_widened(version: s
             await tools.search(app, "guide", [BASE], None, None, folder="guides")
     assert (caught.value.code, query.call_count) == ("unsupported", 0)
     assert version in caught.value.message
+
+
+async def test_a_folder_search_stays_inside_the_allowlist() -> None:
+    router, query = folders_upstream()
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS="ffffffff-0000-4000-8000-000000000000") as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "guide", [BASE], None, None, folder="guides")
+    assert (caught.value.code, query.call_count) == ("not_found", 0)
+    assert "OPENWEBUI_KNOWLEDGE_IDS" in caught.value.message
+    listed = [c for c in router.calls if c.request.url.path.endswith("/files")]
+    assert listed == []  # the base's documents were not even read
+
+
+async def test_a_folder_search_in_a_read_only_server_is_still_a_read() -> None:
+    router, query = folders_upstream()
+    async with app_for(router, OPENWEBUI_READ_ONLY="true") as app:
+        found = await tools.search(app, "guide", [BASE], None, None, folder="guides")
+    assert (found.count, query.call_count) == (1, 1)
