@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,7 @@ class Base:
     def _list(self, request: httpx.Request) -> httpx.Response:
         items = []
         for file_id, folder_id in self.members.items():
-            item = {key: self.files[file_id][key] for key in ("id", "filename", "meta")}
+            item = {key: self.files[file_id][key] for key in ("id", "filename", "meta", "hash")}
             if self.mirrored:
                 item |= {"directory_id": folder_id, "directory_path": self.path_of(folder_id)}
             items.append(item)
@@ -141,7 +142,14 @@ class Base:
             return httpx.Response(500, text="boom")
         metadata = json.loads(parts["metadata"][1])
         meta = {"name": filename, "file_hash": hashlib.sha256(content).hexdigest(), "data": metadata}
-        self.files[file_id] = {"id": file_id, "filename": filename, "meta": meta, "data": {"content": f"{content!r}"}}
+        text = content.decode().strip()  # the "extraction": bytes that differ in trailing space give the same text
+        self.files[file_id] = {
+            "id": file_id,
+            "filename": filename,
+            "meta": meta,
+            "hash": hashlib.sha256(text.encode()).hexdigest(),
+            "data": {"content": text},
+        }
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
 
     def _file(self, request: httpx.Request, file_id: str) -> httpx.Response:
@@ -150,6 +158,10 @@ class Base:
     def _add(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         assert self.mirrored or "directory_id" not in body
+        if any(self.files[held]["hash"] == self.files[body["file_id"]]["hash"] for held in self.members):
+            return httpx.Response(
+                400, json={"detail": "400: Duplicate content detected. Please provide unique content."}
+            )
         self.members[body["file_id"]] = body.get("directory_id")
         return httpx.Response(200, json={"id": KB})
 
@@ -364,3 +376,95 @@ async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base,
     assert "goes on naming them that way" in lines[0]
     assert mirror.names() == sorted(synced_name(file) for file in local.values())
     assert mirror.folders == {}
+
+
+async def test_a_file_whose_name_looks_like_an_old_synced_name_stays_mirrored(mirror: Base, tmp_path: Path) -> None:
+    (tmp_path / "notes~0123456789ab.md").write_text("# a file downloaded from a base synced the old way")
+    (tmp_path / "b.md").write_text("# B")
+    assert (await run(tmp_path))[0] == OK
+    uploads = mirror.count
+    code, lines = await run(tmp_path, delete=True)
+    assert (code, mirror.count) == (OK, uploads)
+    assert not any("naming them that way" in line for line in lines)
+    assert mirror.names() == ["b.md", "notes~0123456789ab.md"]
+
+
+async def test_the_same_file_put_there_by_someone_else_is_held_not_uploaded_again(mirror: Base, tmp_path: Path) -> None:
+    """Open WebUI's own folder upload (or a person) put the file at the same path: the command counts it as held and
+    never removes it."""
+    (tmp_path / "a.md").write_text("# A")
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        upload = writes.Upload("a.md", b"# A", "text/markdown", {})
+        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+    theirs, uploads = set(mirror.members), mirror.count
+    code, lines = await run(tmp_path, delete=True)
+    assert (code, mirror.count, set(mirror.members)) == (OK, uploads, theirs)
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 0 failed"
+
+
+async def test_new_bytes_with_the_same_text_replace_the_old_version(base: Base, tmp_path: Path) -> None:
+    """A file saved again (other bytes, the same extracted text): Open WebUI refuses the text twice in a base, so the
+    old version goes first."""
+    (tmp_path / "a.md").write_text("# A")
+    assert (await run(tmp_path))[0] == OK
+    (tmp_path / "a.md").write_text("# A\n\n")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert lines[-1] == "done: 0 added, 1 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
+    assert base.names() == base.expected(tmp_path)
+
+
+@pytest.mark.parametrize("name", ['say "hi".md', "tab\there.md"])
+async def test_a_name_uploads_do_not_keep_is_refused_in_a_mirrored_base(
+    mirror: Base, tmp_path: Path, name: str
+) -> None:
+    (tmp_path / name).write_text("# quoted")
+    (tmp_path / "fine.md").write_text("# fine")
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert any(line.startswith("skipped") and "double quote or a control character" in line for line in lines), lines
+    assert mirror.names() == ["fine.md"]
+
+
+async def test_a_name_that_is_not_utf8_is_refused_not_a_crash(mirror: Base, tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"caf\xe9.md")).write_bytes(b"# cafe")
+    (tmp_path / "fine.md").write_text("# fine")
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert any("its name is not UTF-8" in line for line in lines), lines
+    assert mirror.names() == ["fine.md"]
+
+
+async def test_a_read_only_key_can_check_a_base_with_nothing_to_upload(mirror: Base, tmp_path: Path) -> None:
+    """Open WebUI's folder comparison needs write access: it is asked only when a file must go into a folder."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("# A")
+    assert (await run(tmp_path))[0] == OK
+    mirror.router.post(f"/api/v1/knowledge/{KB}/sync/diff").respond(403, json={"detail": "not allowed"})
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    code, lines = await run(tmp_path, dry_run=True)
+    assert code == OK, lines
+    (tmp_path / "sub" / "b.md").write_text("# B")
+    code, lines = await run(tmp_path, dry_run=True)
+    assert code == OK, lines
+    assert any(line.startswith("folders to make: unknown") for line in lines), lines
+    code, lines = await run(tmp_path)
+    assert code == sync_module.UNUSABLE, lines
+
+
+async def test_a_folder_made_meanwhile_by_someone_else_is_used(mirror: Base, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("# A")
+    real_create = mirror._create_folder
+
+    def made_meanwhile(request: httpx.Request) -> httpx.Response:
+        real_create(request)  # someone else made it between the comparison and our request
+        return real_create(request)  # so ours gets Open WebUI's 400
+
+    mirror.router.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=made_meanwhile)
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert mirror.names() == ["sub/a.md"]

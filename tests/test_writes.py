@@ -703,7 +703,7 @@ async def test_pre_check_failure_uploads_nothing(upstream: Upstream, kind: str) 
     assert upstream.upload.call_count == 0
 
 
-RESERVED = ["knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name"]
+RESERVED = ["knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name", "synced_by"]
 
 
 @pytest.mark.parametrize("key", RESERVED)

@@ -51,7 +51,9 @@ class Release:
 
     @property
     def folder_paths(self) -> bool:
-        return self.parts >= FOLDER_PATHS
+        """Document lists name each document's folder. An unreadable version is not taken to: a fork without them
+        would make every synced file look moved."""
+        return self.known and self.parts >= FOLDER_PATHS
 
     @property
     def private_by_default(self) -> bool:

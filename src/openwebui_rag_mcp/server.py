@@ -185,7 +185,8 @@ def _required_only(schema: dict[str, Any]) -> dict[str, Any]:
 
 class _Server(MCPServer[App]):
     """tools/list offers a request that asked for read-only access (X-OpenWebUI-Read-Only) only the read tools: an
-    agent is not shown what it would be refused."""
+    agent is not shown what it would be refused. (The request's context reaches this handler because the HTTP
+    transport is stateless: every request is handled in its own context, not in a long-lived session's.)"""
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()

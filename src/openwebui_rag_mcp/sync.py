@@ -30,10 +30,9 @@ import mimetypes
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
@@ -126,9 +125,11 @@ def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[
             if size == 0:
                 refused.append((relative, "empty"))
                 continue
-            if mirrored and any(len(part.encode()) > _NAME_MAX_BYTES for part in relative.split("/")):
-                refused.append((relative, f"a name in its path is longer than {_NAME_MAX_BYTES} bytes"))
-                continue
+            if mirrored:  # the file keeps its name in the base: it must arrive as it is here
+                why = _unkeepable(relative)
+                if why:
+                    refused.append((relative.encode("utf-8", "replace").decode(), why))
+                    continue
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             key, extension = key_of(relative)
             found.append(
@@ -139,6 +140,24 @@ def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[
     return found, refused
 
 
+# Characters a multipart upload escapes (`"` as %22, line breaks) and Open WebUI then stores escaped: such a name
+# would never match its file again.
+_ESCAPED_IN_UPLOADS = re.compile(r'["\x00-\x1f\x7f]')
+
+
+def _unkeepable(relative: str) -> str | None:
+    """Why a file cannot keep its path as its name and folders in the base, or None."""
+    try:
+        parts = [part.encode() for part in relative.split("/")]
+    except UnicodeEncodeError:
+        return "its name is not UTF-8"
+    if any(len(part) > _NAME_MAX_BYTES for part in parts):
+        return f"a name in its path is longer than {_NAME_MAX_BYTES} bytes"
+    if _ESCAPED_IN_UPLOADS.search(relative):
+        return "its name holds a double quote or a control character, which uploads do not keep"
+    return None
+
+
 def remote_files(items: list[FileItem]) -> list[RemoteFile]:
     """The base's documents this command uploaded (recognised by their names); others are ignored."""
     remote: list[RemoteFile] = []
@@ -147,16 +166,6 @@ def remote_files(items: list[FileItem]) -> list[RemoteFile]:
         if match:
             remote.append(RemoteFile(item.file_id, match["key"] + (match["extension"] or ""), match["digest"]))
     return remote
-
-
-def mirrored_files(raw: list[Mapping[str, Any]]) -> list[RemoteFile]:
-    """The documents of a mirrored base that this command uploaded (marked in their upload metadata), by path."""
-    documents = [normalize.folder_document(item) for item in raw]
-    return [
-        RemoteFile(document.file_id, document.path, document.sha256 or "")
-        for document in documents
-        if document.upload_metadata.get("synced_by") == SYNCED_BY
-    ]
 
 
 def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[str, str]]) -> Plan:
@@ -202,6 +211,45 @@ def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[s
 Say = Callable[[str], None]
 
 
+@dataclass
+class Folders:
+    """The base's folders by path, for a base that mirrors the folder: read from Open WebUI's folder comparison when
+    a file first needs one, made where missing."""
+
+    ids: dict[str, str] | None = None  # path -> folder id; None until read
+
+    async def read(self, app: App, knowledge_id: str, local: list[LocalFile]) -> list[str]:
+        """Ask Open WebUI's comparison (`sync/diff`, which needs write access) for the folders; the paths it would
+        make, parents first."""
+        manifest = [
+            {"filename": file.relative.rpartition("/")[2], "path": file.folder, "checksum": file.digest}
+            | {"size": file.size}
+            for file in local
+        ]
+        to_create, self.ids = normalize.folder_tree(await app.client.sync_diff(knowledge_id, manifest))
+        return to_create
+
+    async def id_of(self, app: App, knowledge_id: str, path: str) -> str | None:
+        """The id of the folder at `path` (None: the top of the base), made with its missing parents first."""
+        if not path:
+            return None
+        if self.ids is None:
+            await self.read(app, knowledge_id, [])
+        assert self.ids is not None
+        if path not in self.ids:
+            parent, _, name = path.rpartition("/")
+            parent_id = await self.id_of(app, knowledge_id, parent)
+            async with app.locks.hold(knowledge_id):
+                try:
+                    self.ids[path] = await app.client.create_folder(knowledge_id, name, parent_id)
+                except ToolFailure:
+                    # Made meanwhile by someone else (Open WebUI answers 400 to a name taken at that level)?
+                    await self.read(app, knowledge_id, [])
+                    if path not in self.ids:
+                        raise
+        return self.ids[path]
+
+
 async def sync(
     settings: Settings, folder: Path, knowledge_id: str, *, dry_run: bool, delete: bool, say: Say, tty: bool
 ) -> int:
@@ -211,8 +259,12 @@ async def sync(
         try:
             app.check_base(knowledge_id)
             raw, _ = await app.client.knowledge_files(knowledge_id, None)
-            named = remote_files([normalize.file_item(item) for item in raw])
             release = await app.client.release()
+            documents = [normalize.folder_document(item) for item in raw]
+            # Documents an earlier version of this command uploaded under names that carry path and hash (its own
+            # mirrored uploads, marked, can have such a name too: a file called `notes~0123456789ab.md`).
+            unmarked = [item for item, document in zip(raw, documents, strict=True) if not _marked(document)]
+            named = remote_files([normalize.file_item(item) for item in unmarked])
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
@@ -223,24 +275,25 @@ async def sync(
                 "and content; it goes on naming them that way"
             )
         local, refused = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
-        todo = plan(local, mirrored_files(raw) if mirrored else named, refused)
-        folders: dict[str, str] | None = None  # path -> id of the base's folders, when it mirrors the folder
-        to_create: list[str] = []
+        remote = [RemoteFile(d.file_id, d.path, d.sha256 or "") for d in documents if _marked(d)] if mirrored else named
+        todo = plan(local, remote, refused)
         if mirrored:
-            manifest = [
-                {
-                    "filename": file.relative.rpartition("/")[2],
-                    "path": file.folder,
-                    "checksum": file.digest,
-                    "size": file.size,
-                }
-                for file in local
-            ]
+            # The same bytes at the same path, put there by someone else (Open WebUI's own folder upload, a person):
+            # held already. Not uploaded again (Open WebUI would refuse the same text twice), never removed.
+            held = {(d.path, d.sha256) for d in documents if not _marked(d)}
+            todo.unchanged += [file for file in todo.add if (file.relative, file.digest) in held]
+            todo.add = [file for file in todo.add if (file.relative, file.digest) not in held]
+        uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
+        folders = Folders()
+        to_create: list[str] = []
+        if mirrored and any(file.folder for file in uploads):
             try:
-                to_create, folders = normalize.folder_tree(await app.client.sync_diff(knowledge_id, manifest))
+                to_create = await folders.read(app, knowledge_id, local)
             except ToolFailure as failure:
-                say(f"cannot compare {folder} with knowledge base {knowledge_id}: {failure.message}")
-                return UNUSABLE
+                if not dry_run:
+                    say(f"cannot read the folders of knowledge base {knowledge_id}: {failure.message}")
+                    return UNUSABLE
+                say(f"folders to make: unknown ({failure.message})")
         removals = todo.stale + (todo.gone if delete else [])
         say(
             f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
@@ -251,8 +304,7 @@ async def sync(
         for line in failed:
             say(f"skipped   {line}")
         if dry_run:
-            uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
-            needed = {path for file in uploads for path in _with_parents(file.folder)} if mirrored else set()
+            needed = {path for file in uploads for path in _with_parents(file.folder)}
             for path in to_create:
                 if path in needed:
                     say(f"would create   folder {path}")
@@ -271,11 +323,10 @@ async def sync(
         total = len(steps) + len(todo.renamed) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
+        target = folders if mirrored else None
         for file, moved in todo.renamed:
             done += 1
-            problem = await _remove(app, knowledge_id, moved)
-            if problem is None:
-                problem = await _put(app, knowledge_id, file, folders)
+            problem = await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target)
             _report(say, tty, done, total, f"rename   {file.relative}", problem)
             if problem:
                 failed.append(f"{file.relative}: {problem}")
@@ -283,10 +334,7 @@ async def sync(
                 succeeded["rename"] += 1
         for action, file, old in steps:
             done += 1
-            problem = await _put(app, knowledge_id, file, folders)
-            if problem is None:
-                for entry in old:
-                    problem = await _remove(app, knowledge_id, entry)
+            problem = await _replace(app, knowledge_id, file, old, target)
             _report(say, tty, done, total, f"{action:<8} {file.relative}", problem)
             if problem:
                 failed.append(f"{file.relative}: {problem}")
@@ -307,13 +355,33 @@ async def sync(
         return SOME_FAILED if failed else OK
 
 
+def _marked(document: normalize.FolderDocument) -> bool:
+    return document.upload_metadata.get("synced_by") == SYNCED_BY
+
+
+async def _replace(
+    app: App, knowledge_id: str, file: LocalFile, old: list[RemoteFile], folders: Folders | None
+) -> Problem | None:
+    """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never none.
+    When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to hold that text
+    twice: then that old version goes first."""
+    problem = await _put(app, knowledge_id, file, folders)
+    holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
+    if problem is not None and problem.code == "duplicate_content" and holder is not None:
+        problem = await _remove(app, knowledge_id, holder) or await _put(app, knowledge_id, file, folders)
+        old = [entry for entry in old if entry is not holder]
+    for entry in old:
+        problem = problem or await _remove(app, knowledge_id, entry)
+    return problem
+
+
 def _with_parents(path: str) -> list[str]:
     """ "a/b/c" -> ["a", "a/b", "a/b/c"]; "" (the top of the base) -> []."""
     parts = path.split("/") if path else []
     return ["/".join(parts[: depth + 1]) for depth in range(len(parts))]
 
 
-def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: str | None) -> None:
+def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: Problem | None) -> None:
     if tty:
         width = 24
         filled = width * done // max(total, 1)
@@ -321,36 +389,19 @@ def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: str 
         sys.stderr.flush()
         if done == total:
             sys.stderr.write("\n")
-    say(f"{what}: {'FAILED - ' + problem if problem else 'ok'}")
+    say(f"{what}: {f'FAILED - {problem}' if problem else 'ok'}")
 
 
-async def _put(app: App, knowledge_id: str, file: LocalFile, folders: dict[str, str] | None) -> str | None:
-    """Upload one file into the base (into its folder, made first where missing, when the base mirrors the folder);
-    what went wrong, or None."""
+async def _put(app: App, knowledge_id: str, file: LocalFile, folders: Folders | None) -> Problem | None:
+    """Upload one file into the base (into its folder, made first where missing, when the base mirrors the folder)."""
     try:
-        folder_id = None if folders is None else await _folder_id(app, knowledge_id, folders, file.folder)
+        folder_id = None if folders is None else await folders.id_of(app, knowledge_id, file.folder)
     except ToolFailure as failure:
-        return f"{failure.code}: could not make its folder in the base: {failure.message}"
-    return await _upload(app, knowledge_id, file, folder_id)
-
-
-async def _folder_id(app: App, knowledge_id: str, folders: dict[str, str], path: str) -> str | None:
-    """The id of the base's folder at `path` (None: the top), made with its missing parents, parents first."""
-    if not path:
-        return None
-    if path not in folders:
-        parent, _, name = path.rpartition("/")
-        parent_id = await _folder_id(app, knowledge_id, folders, parent)
-        async with app.locks.hold(knowledge_id):
-            folders[path] = await app.client.create_folder(knowledge_id, name, parent_id)
-    return folders[path]
-
-
-async def _upload(app: App, knowledge_id: str, file: LocalFile, folder_id: str | None) -> str | None:
+        return Problem.of(failure, "could not make its folder in the base: ")
     content = file.path.read_bytes()
     digest = hashlib.sha256(content).hexdigest()
     if (digest if file.mirrored else digest[:_DIGEST_CHARS]) != file.digest:
-        return "the file changed while it was synced; run again"
+        return Problem("changed", "the file changed while it was synced; run again")
     name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file)
     metadata = {"title": file.relative, "source": file.relative} | ({"synced_by": SYNCED_BY} if file.mirrored else {})
     content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -359,18 +410,34 @@ async def _upload(app: App, knowledge_id: str, file: LocalFile, folder_id: str |
             app, knowledge_id, Upload(name, content, content_type, metadata, folder_id), _quiet, text=None, tool="sync"
         )
     except ToolFailure as failure:
-        return f"{failure.code}: {failure.message}"
+        return Problem.of(failure)
     return None
 
 
-async def _remove(app: App, knowledge_id: str, entry: RemoteFile) -> str | None:
+async def _remove(app: App, knowledge_id: str, entry: RemoteFile) -> Problem | None:
     """Take a document this command uploaded out of the base, and delete its file (it belongs to no one else)."""
     try:
         async with app.locks.hold(knowledge_id):
             await app.client.remove_file(knowledge_id, entry.file_id, delete_file=True)
     except ToolFailure as failure:
-        return f"{failure.code}: {failure.message}"
+        return Problem.of(failure)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why one file was not synced, as said on its line."""
+
+    code: str
+    message: str
+    existing_file_id: str | None = None
+
+    @classmethod
+    def of(cls, failure: ToolFailure, context: str = "") -> Problem:
+        return cls(failure.code, context + failure.message, failure.existing_file_id)
+
+    def __str__(self) -> str:
+        return self.message if self.code == "changed" else f"{self.code}: {self.message}"
 
 
 async def _quiet(progress: float, total: float, message: str) -> None:

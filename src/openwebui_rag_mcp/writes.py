@@ -42,7 +42,10 @@ METADATA_MAX_BYTES = 16_384
 METADATA_MAX_DEPTH = 4
 # Upload-metadata keys that change what Open WebUI itself does with the file (auto-linking to a base,
 # overriding the content hash, placing it in a folder or a channel). Refused so a caller cannot bypass checks.
-RESERVED_METADATA_KEYS = frozenset({"knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name"})
+# Keys that change what Open WebUI does with an upload, and the mark of the documents `sync` manages (sync.SYNCED_BY).
+RESERVED_METADATA_KEYS = frozenset(
+    {"knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name", "synced_by"}
+)
 # 255 bytes (NAME_MAX) less Open WebUI's "<uuid>_" prefix (37 bytes), with room to spare.
 FILENAME_MAX_BYTES = 200
 _POLL_FIRST_DELAY = 0.2
@@ -98,7 +101,10 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     reserved = sorted(RESERVED_METADATA_KEYS & metadata.keys())
     if reserved:
-        raise invalid_argument(f"metadata keys {reserved} are reserved: they change how Open WebUI handles the file")
+        raise invalid_argument(
+            f"metadata keys {reserved} are reserved: they change how Open WebUI (or this server's sync) handles the "
+            "file"
+        )
     try:
         encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
