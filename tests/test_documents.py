@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 import respx
 
@@ -140,16 +141,23 @@ GUIDE, DEEP, TOP, ELSEWHERE = (f"{n}a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d" for n i
 
 
 def folders_upstream(version: str = "0.12.4") -> tuple[respx.Router, respx.Route]:
+    """A base with folders guides/ (GUIDE), guides/deep/ (DEEP) and guides-old/ (ELSEWHERE), and TOP at the top."""
     router = new_router()
     router.get("/api/version").respond(json={"version": version})
     router.get("/api/v1/knowledge/").respond(json={"items": [{"id": BASE, "name": "Docs"}], "total": 1})
-    files = [
-        {"id": GUIDE, "filename": "guide.md", "directory_path": "guides"},
-        {"id": DEEP, "filename": "deep.md", "directory_path": "guides/deep"},
-        {"id": TOP, "filename": "top.md", "directory_path": ""},
-        {"id": ELSEWHERE, "filename": "other.md", "directory_path": "guides-old"},
-    ]
-    router.get(f"/api/v1/knowledge/{BASE}/files").respond(json={"items": files, "total": len(files)})
+    folders = {"d-guides": ("guides", None), "d-deep": ("deep", "d-guides"), "d-old": ("guides-old", None)}
+    where = {GUIDE: "d-guides", DEEP: "d-deep", TOP: None, ELSEWHERE: "d-old"}
+    paths = {None: "", "d-guides": "guides", "d-deep": "guides/deep", "d-old": "guides-old"}
+
+    def listing(request: httpx.Request) -> httpx.Response:
+        asked = request.url.params.get("directory_id")
+        folder = None if asked is None else (asked or None)
+        chosen = [f for f, d in where.items() if asked is None or d == folder]
+        items = [{"id": f, "filename": f"{f[:1]}.md", "directory_path": paths[where[f]]} for f in chosen]
+        below = [{"id": i, "name": name} for i, (name, parent) in folders.items() if parent == folder]
+        return httpx.Response(200, json={"items": items, "total": len(items), "directories": below})
+
+    router.get(f"/api/v1/knowledge/{BASE}/files").mock(side_effect=listing)
     router.get(path__startswith="/api/v1/files/").respond(404, json={"detail": "Not found"})
     query = router.post("/api/v1/retrieval/query/collection").respond(
         json={"documents": [["in the guide"]], "metadatas": [[{"file_id": DEEP}]], "distances": [[0.8]]}
@@ -179,6 +187,15 @@ async def test_knowledge_files_names_each_documents_folder() -> None:
     }
 
 
+async def test_a_folder_search_reads_only_that_part_of_the_base() -> None:
+    router, query = folders_upstream()
+    async with app_for(router) as app:
+        await tools.search(app, "guide", [BASE], None, None, folder="guides/deep")
+    asked = [c.request.url.params.get("directory_id") for c in router.calls if c.request.url.path.endswith("/files")]
+    assert asked == ["", "d-guides", "d-deep"]  # down the path, then the folder itself: never the whole base
+    assert json.loads(query.calls.last.request.content)["collection_names"] == [f"file-{DEEP}"]
+
+
 @pytest.mark.parametrize(
     ("knowledge_ids", "folder", "file_ids", "code", "words"),
     [
@@ -200,8 +217,8 @@ async def test_a_folder_search_that_cannot_be_done_says_why_and_searches_nothing
     assert words in caught.value.message
 
 
-@pytest.mark.parametrize("version", ["0.6.43", "0.11.4"])
-async def test_before_0_12_a_folder_search_is_unsupported_not_widened(version: str) -> None:
+@pytest.mark.parametrize("version", ["0.6.43", "0.8.12", "0.9.5"])
+async def test_before_folders_a_folder_search_is_unsupported_not_widened(version: str) -> None:
     router, query = folders_upstream(version)
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
@@ -226,3 +243,33 @@ async def test_a_folder_search_in_a_read_only_server_is_still_a_read() -> None:
     async with app_for(router, OPENWEBUI_READ_ONLY="true") as app:
         found = await tools.search(app, "guide", [BASE], None, None, folder="guides")
     assert (found.count, query.call_count) == (1, 1)
+
+
+async def test_a_folder_search_works_where_lists_do_not_name_folders_yet() -> None:
+    """0.9.6 to 0.11 have folders but their document lists do not name a document's folder: the folder lists do."""
+    router, query = folders_upstream("0.10.2")
+    async with app_for(router) as app:
+        found = await tools.search(app, "guide", [BASE], None, None, folder="guides")
+    names = json.loads(query.calls.last.request.content)["collection_names"]
+    assert sorted(names) == sorted([f"file-{GUIDE}", f"file-{DEEP}"])
+    assert found.knowledge_ids == [BASE]
+
+
+async def test_a_folder_of_more_than_100_documents_is_refused_before_searching() -> None:
+    router = new_router()
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    router.get("/api/v1/knowledge/").respond(json={"items": [{"id": BASE, "name": "Docs"}], "total": 1})
+
+    def listing(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("directory_id") == "":
+            return httpx.Response(200, json={"items": [], "total": 0, "directories": [{"id": "d-1", "name": "big"}]})
+        items = [{"id": f"f-{n:03d}", "filename": f"{n}.md"} for n in range(101)]
+        return httpx.Response(200, json={"items": items, "total": 101, "directories": []})
+
+    router.get(f"/api/v1/knowledge/{BASE}/files").mock(side_effect=listing)
+    query = router.post("/api/v1/retrieval/query/collection").respond(json={"documents": [[]]})
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "x", [BASE], None, None, folder="big")
+    assert (caught.value.code, query.call_count) == ("invalid_argument", 0)
+    assert "further down" in caught.value.message

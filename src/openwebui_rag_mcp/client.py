@@ -586,6 +586,20 @@ class OpenWebUIClient:
 
         return await self._per_release(read)
 
+    async def folder(
+        self, knowledge_id: str, folder_id: str, *, documents: bool = True
+    ) -> tuple[list[Mapping[str, Any]], list[normalize.Subfolder]]:
+        """One folder of a base (0.9.6+; `folder_id` "" is its top): the documents directly in it (every page; none
+        with `documents=False`, which reads one page) and the folders directly under it."""
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
+        params = {"directory_id": folder_id}
+        first = await self._send("GET", path, params={**params, "page": 1})
+        subfolders = normalize.subfolders(first)
+        if not documents:
+            return [], subfolders
+        items, _ = await self._all_pages(path, "the documents of a folder", first_answer=first, params=params)
+        return items, subfolders
+
     async def files_containing(self, knowledge_id: str, phrase: str) -> list[Mapping[str, Any]]:
         """The documents of a base that may contain `phrase`: Open WebUI's own content search narrows the list where
         the release has it (a case-insensitive superset of the exact matches); elsewhere every document."""

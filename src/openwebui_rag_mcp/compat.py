@@ -25,8 +25,9 @@ CONTENT_UPDATE_REINDEXES = (0, 12, 0)
 # GET /knowledge/{id}/files?query=&include_content=true searches the text (0.12.4's source; 0.6.43 matches the
 # filename only; the releases between are not in the matrix, so they read every document).
 CONTENT_SEARCH = (0, 12, 0)
-# Bases have folders from 0.9.6; GET /knowledge/{id}/files names each document's folder (`directory_path`, "a/b")
-# from 0.12.0 (0.12.4's source). Before that no folder can be found by its path.
+# Bases have folders from 0.9.6 (GET /knowledge/{id}/files?directory_id= lists one with its subfolders); the lists
+# name each document's folder (`directory_path`, "a/b") from 0.12.0 (0.10.2's and 0.12.4's source).
+FOLDERS = (0, 9, 6)
 FOLDER_PATHS = (0, 12, 0)
 PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants is private; access_control is ignored
 
@@ -48,6 +49,10 @@ class Release:
     @property
     def content_search(self) -> bool:
         return self.known and self.parts >= CONTENT_SEARCH
+
+    @property
+    def folders(self) -> bool:
+        return self.known and self.parts >= FOLDERS
 
     @property
     def folder_paths(self) -> bool:

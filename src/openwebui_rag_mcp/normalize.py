@@ -369,6 +369,27 @@ def folder_document(raw: Mapping[str, Any]) -> FolderDocument:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Subfolder:
+    folder_id: str
+    name: str
+
+
+def subfolders(body: object) -> list[Subfolder]:
+    """The folders directly under the one a document list was asked for (`directories`, 0.9.6+)."""
+    listed = _mapping(body, "a folder's documents").get("directories")
+    if not isinstance(listed, list):
+        raise unexpected("a folder's documents without its subfolders")
+    found = []
+    for entry in listed:
+        item = _mapping(entry, "a folder")
+        folder_id, name = _str(item.get("id")), _str(item.get("name"))
+        if folder_id is None or name is None:
+            raise unexpected("a folder without an id or a name")
+        found.append(Subfolder(folder_id, name))
+    return found
+
+
 def folder_tree(body: object) -> tuple[list[str], dict[str, str]]:
     """From Open WebUI's sync comparison: the folder paths to create (parents first) and the existing ones' ids."""
     answer = _mapping(body, "a sync comparison")

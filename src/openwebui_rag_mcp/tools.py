@@ -288,8 +288,8 @@ async def _search_folder(
 ) -> SearchResult:
     """Search the documents in a folder (and the folders below it) of the named bases.
 
-    Open WebUI's retrieval cannot be narrowed to a folder, so the folder's documents are read from the base's file
-    listing (which checks access on every release) and searched through their own collections, `file-<id>`.
+    Open WebUI's retrieval cannot be narrowed to a folder, so the folder's documents are read from the base's folder
+    lists (which check access on every release) and searched through their own collections, `file-<id>`.
     """
     path = folder.strip().strip("/")
     if not path:
@@ -299,28 +299,22 @@ async def _search_folder(
     if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
         raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
     release = await app.client.release()
-    if not release.folder_paths:
+    if not release.folders:
         raise ToolFailure(
             "unsupported",
-            f"Open WebUI {release.version} does not say which folder a document is in (0.12 and later do), so a "
-            "search cannot be narrowed to a folder here; search the whole base, or name the documents with file_ids",
+            f"Open WebUI {release.version} has no folders in knowledge bases (0.9.6 and later do), so a search "
+            "cannot be narrowed to one here; search the whole base, or name the documents with file_ids",
         )
     bases = await app.check_searchable(knowledge_ids)
     base_of: dict[str, str] = {}
     for base in bases:
-        for item in await all_files(app, base):
-            if item.folder is not None and (item.folder == path or item.folder.startswith(f"{path}/")):
-                base_of.setdefault(item.file_id, base)
+        for file_id in await _documents_in_folder(app, base, path, KNOWLEDGE_IDS_MAX - len(base_of)):
+            base_of.setdefault(file_id, base)
     if not base_of:
         raise ToolFailure(
             "not_found",
             f"no document is in folder {path!r} or below it in {', '.join(bases) or 'the named bases'}; "
-            "knowledge_files shows each document's folder",
-        )
-    if len(base_of) > KNOWLEDGE_IDS_MAX:
-        raise invalid_argument(
-            f"folder {path!r} holds {len(base_of)} documents; a folder search covers at most {KNOWLEDGE_IDS_MAX}: "
-            "name a folder further down"
+            "knowledge_files shows each document's folder (Open WebUI 0.12+)",
         )
     body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
     results = [
@@ -328,6 +322,32 @@ async def _search_folder(
         for chunk in normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
     ]
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
+
+
+async def _documents_in_folder(app: App, knowledge_id: str, path: str, room: int) -> list[str]:
+    """The documents in the folder at `path` of a base and below it, reading only that part of the base: one folder
+    list per level down to it, then each folder of the subtree. More than `room` documents is refused."""
+    found: list[str] = []
+    at = [""]  # the folders matching the path so far ("": the top); a name may repeat at the top level
+    for name in path.split("/"):
+        at = [
+            subfolder.folder_id
+            for folder_id in at
+            for subfolder in (await app.client.folder(knowledge_id, folder_id, documents=False))[1]
+            if subfolder.name == name
+        ]
+        if not at:
+            return found
+    while at:
+        items, subfolders = await app.client.folder(knowledge_id, at.pop())
+        found += [record.file_id for record in normalize.file_records(items)]
+        if len(found) > room:
+            raise invalid_argument(
+                f"folder {path!r} holds more than {KNOWLEDGE_IDS_MAX} documents; a folder search covers at most "
+                f"{KNOWLEDGE_IDS_MAX}: name a folder further down"
+            )
+        at += [subfolder.folder_id for subfolder in subfolders]
+    return found
 
 
 LINES_MAX = 2_000
