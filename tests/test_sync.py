@@ -80,10 +80,12 @@ def form_parts(request: httpx.Request) -> dict[str, tuple[str | None, bytes]]:
 
 class Base:
     """A mocked Open WebUI holding one base, with uploads that process at once: 0.12.4, whose lists name each
-    document's folder (the base mirrors the folder), or 0.11.4 (files named after their path and content)."""
+    document's folder, or 0.10.2, which has folders whose lists do not (both: the base mirrors the folder), or 0.8.12,
+    which has no folders (files named after their path and content)."""
 
     def __init__(self, version: str) -> None:
-        self.mirrored = version == "0.12.4"
+        self.mirrored = version in ("0.12.4", "0.10.2")
+        self.paths_listed = version == "0.12.4"
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
@@ -124,13 +126,19 @@ class Base:
         return sorted(file.relative if self.mirrored else synced_name(file) for file in local)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
+        asked = request.url.params.get("directory_id")
+        folder = None if asked is None else (asked or None)
         items = []
         for file_id, folder_id in self.members.items():
+            if asked is not None and folder_id != folder:
+                continue
             item = {key: self.files[file_id][key] for key in ("id", "filename", "meta", "hash")}
-            if self.mirrored:
+            if self.paths_listed:
                 item |= {"directory_id": folder_id, "directory_path": self.path_of(folder_id)}
             items.append(item)
-        return httpx.Response(200, json={"items": items, "total": len(items)})
+        below = [{"id": i, "name": name} for i, (name, parent) in self.folders.items() if parent == folder]
+        answer: dict[str, Any] = {"items": items, "total": len(items)}
+        return httpx.Response(200, json=answer | ({"directories": below} if self.mirrored else {}))
 
     def _upload(self, request: httpx.Request) -> httpx.Response:
         self.count += 1
@@ -195,7 +203,7 @@ class Base:
         return httpx.Response(200, json={"id": folder_id, "name": body["name"], "parent_id": body["parent_id"]})
 
 
-@pytest.fixture(params=["0.12.4", "0.11.4"])
+@pytest.fixture(params=["0.12.4", "0.10.2", "0.8.12"])
 def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
     mocked = Base(request.param)
     from openwebui_rag_mcp import server
@@ -298,9 +306,9 @@ def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:
 # -- Open WebUI 0.12+: the base mirrors the folder ------------------------------------------------------------------
 
 
-@pytest.fixture
-def mirror(monkeypatch: pytest.MonkeyPatch) -> Base:
-    mocked = Base("0.12.4")
+@pytest.fixture(params=["0.12.4", "0.10.2"])
+def mirror(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
+    mocked = Base(request.param)
     from openwebui_rag_mcp import server
 
     original = server.running_app

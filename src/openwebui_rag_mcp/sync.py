@@ -13,11 +13,11 @@ through the same client, write lock and error model as the tools; Open WebUI ext
 
 How the base says which version of which file it holds depends on the release:
 
-- **Open WebUI 0.12 and later** (whose document lists name each document's folder): the base mirrors the folder, each
-  file under its own name in an Open WebUI folder of the same path. Open WebUI's own folder sync comparison
-  (`sync/diff`) gives the base's folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the
-  SHA-256 of every upload (`meta.file_hash`). Uploads carry `synced_by` in their metadata: that is how the command
-  knows its own documents.
+- **Open WebUI 0.9.6 and later** (bases with folders): the base mirrors the folder, each file under its own name in
+  an Open WebUI folder of the same path. Open WebUI's own folder sync comparison (`sync/diff`) gives the base's
+  folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the SHA-256 of every upload
+  (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12, and from the folder
+  lists before. Uploads carry `synced_by` in their metadata: that is how the command knows its own documents.
 - **Older releases**, and bases synced before by an older version of this command: each file is uploaded under a
   name that carries its path and the first 12 hex digits of its SHA-256 (`notes_todo~3f2a9c0d1e4b.md`), since
   older releases keep no folders and some no upload metadata.
@@ -25,6 +25,7 @@ How the base says which version of which file it holds depends on the release:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import mimetypes
 import os
@@ -265,11 +266,14 @@ async def sync(
             # mirrored uploads, marked, can have such a name too: a file called `notes~0123456789ab.md`).
             unmarked = [item for item, document in zip(raw, documents, strict=True) if not _marked(document)]
             named = remote_files([normalize.file_item(item) for item in unmarked])
+            mirrored = release.folders and not named
+            if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
+                folder_of = await _folders_of_documents(app, knowledge_id)
+                documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
-        mirrored = release.folder_paths and not named
-        if release.folder_paths and named:
+        if release.folders and named:
             say(
                 f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
                 "and content; it goes on naming them that way"
@@ -353,6 +357,23 @@ async def sync(
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
         )
         return SOME_FAILED if failed else OK
+
+
+async def _folders_of_documents(app: App, knowledge_id: str) -> dict[str, str]:
+    """file_id -> the path of its folder ("" at the top), from Open WebUI's folder lists, folder by folder."""
+    folder_of: dict[str, str] = {}
+    pending = [("", "")]  # (folder id, its path); "" is the top of the base
+    while pending:
+        folder_id, path = pending.pop()
+        items, subfolders = await app.client.folder(knowledge_id, folder_id)
+        folder_of |= {record.file_id: path for record in normalize.file_records(items)}
+        pending += [(sub.folder_id, f"{path}/{sub.name}".lstrip("/")) for sub in subfolders]
+    return folder_of
+
+
+def _in_folder(document: normalize.FolderDocument, folder: str) -> normalize.FolderDocument:
+    name = document.path.rpartition("/")[2]
+    return dataclasses.replace(document, path=f"{folder}/{name}" if folder else name)
 
 
 def _marked(document: normalize.FolderDocument) -> bool:

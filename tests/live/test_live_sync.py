@@ -2,7 +2,7 @@
 
 A folder of 52 small files (Markdown, plain text, CSV, HTML; Cyrillic and CJK in names and text; subfolders) is
 synced into a new base; the base must then hold exactly one document per file, and a second run must change nothing.
-On Open WebUI 0.12 and later the base mirrors the folder: each file under its own name in an Open WebUI folder of
+On Open WebUI 0.9.6 and later the base mirrors the folder: each file under its own name in an Open WebUI folder of
 the same path, with the SHA-256 of its bytes as Open WebUI keeps it. On older releases each file is named
 `<path key>~<12 hex digits of the SHA-256 of the bytes>.<ext>`. Then a file is edited, one renamed, one deleted and
 one added: `--dry-run` reports and changes nothing, a run without `--delete` keeps the deleted file's document, a run
@@ -86,16 +86,39 @@ def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str) -> Ru
 
 
 def mirrors(inst: Instance) -> bool:
-    """Whether this release's bases mirror the synced folder (files under their own names, in folders)."""
-    return Release.parse(inst.version).folder_paths
+    """Whether this release's bases mirror the synced folder (files under their own names, in folders: 0.9.6+)."""
+    return Release.parse(inst.version).folders
 
 
-def identity(item: dict[str, Any], mirrored: bool) -> str:
+def folders_by_walk(inst: Instance, knowledge_id: str) -> dict[str, str]:
+    """file_id -> the path of its folder, from Open WebUI's folder lists (0.9.6 to 0.11 name no folder in the
+    document lists)."""
+    found: dict[str, str] = {}
+    pending = [("", "")]
+    with owui.client(inst) as http:
+        while pending:
+            folder_id, path = pending.pop()
+            page, seen = 1, 0
+            while True:
+                params: dict[str, str | int] = {"directory_id": folder_id, "page": page}
+                answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params=params).json()
+                found.update((item["id"], path) for item in answer["items"])
+                if page == 1:
+                    pending += [(d["id"], f"{path}/{d['name']}".lstrip("/")) for d in answer["directories"]]
+                seen += len(answer["items"])
+                if not answer["items"] or seen >= answer["total"]:
+                    break
+                page += 1
+    return found
+
+
+def identity(item: dict[str, Any], mirrored: bool, folder_of: dict[str, str]) -> str:
     """What tells one version of one file from another in the base: its filename (which carries the path and the
     hash), or, where the base mirrors the folder, its folder path, name and the hash Open WebUI keeps of its bytes."""
     if not mirrored:
         return str(item["filename"])
-    path = f"{item['directory_path']}/{item['filename']}".lstrip("/")
+    folder = item["directory_path"] if "directory_path" in item else folder_of[item["id"]]
+    path = f"{folder}/{item['filename']}".lstrip("/")
     return f"{path}#{item['meta']['file_hash'][:12]}"
 
 
@@ -106,10 +129,11 @@ def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
         if not Release.parse(inst.version).paged_lists:
             base = http.get(f"/api/v1/knowledge/{knowledge_id}").json()
             return {item["id"]: item["filename"] for item in base.get("files") or []}
+        folder_of = folders_by_walk(inst, knowledge_id) if mirrors(inst) else {}
         page = 1
         while True:
             answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}).json()
-            found.update((item["id"], identity(item, mirrors(inst))) for item in answer["items"])
+            found.update((item["id"], identity(item, mirrors(inst), folder_of)) for item in answer["items"])
             if not answer["items"] or len(found) >= answer["total"]:
                 return found
             page += 1
