@@ -273,3 +273,22 @@ async def test_a_folder_of_more_than_100_documents_is_refused_before_searching()
             await tools.search(app, "x", [BASE], None, None, folder="big")
     assert (caught.value.code, query.call_count) == ("invalid_argument", 0)
     assert "further down" in caught.value.message
+
+
+async def test_folders_that_loop_are_refused_not_read_forever() -> None:
+    """A misbehaving Open WebUI whose folder lists name a folder as its own descendant."""
+    router = new_router()
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    router.get("/api/v1/knowledge/").respond(json={"items": [{"id": BASE, "name": "Docs"}], "total": 1})
+
+    def listing(request: httpx.Request) -> httpx.Response:
+        below = [{"id": "d-loop", "name": "loop"}]  # every folder holds "loop" again, with the same id
+        return httpx.Response(200, json={"items": [], "total": 0, "directories": below})
+
+    router.get(f"/api/v1/knowledge/{BASE}/files").mock(side_effect=listing)
+    query = router.post("/api/v1/retrieval/query/collection").respond(json={"documents": [[]]})
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "x", [BASE], None, None, folder="loop")
+    assert (caught.value.code, query.call_count) == ("unexpected_response", 0)
+    assert len(router.calls) < 10

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp import normalize, tools
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
@@ -361,14 +361,7 @@ async def sync(
 
 async def _folders_of_documents(app: App, knowledge_id: str) -> dict[str, str]:
     """file_id -> the path of its folder ("" at the top), from Open WebUI's folder lists, folder by folder."""
-    folder_of: dict[str, str] = {}
-    pending = [("", "")]  # (folder id, its path); "" is the top of the base
-    while pending:
-        folder_id, path = pending.pop()
-        items, subfolders = await app.client.folder(knowledge_id, folder_id)
-        folder_of |= {record.file_id: path for record in normalize.file_records(items)}
-        pending += [(sub.folder_id, f"{path}/{sub.name}".lstrip("/")) for sub in subfolders]
-    return folder_of
+    return dict(await tools.folder_documents(app, knowledge_id, [("", "")]))
 
 
 def _in_folder(document: normalize.FolderDocument, folder: str) -> normalize.FolderDocument:
