@@ -18,9 +18,9 @@ import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
 
 from devtools import openwebui_local
+from tests.live.stdio import every_page, structured
 
 CALL_TIMEOUT = 300.0
 
@@ -63,11 +63,7 @@ class HttpCaller:
     async def call(
         self, name: str, arguments: dict[str, Any], progress: Progress | None = None
     ) -> tuple[bool, dict[str, Any]]:
-        result: CallToolResult = await self.client.call_tool(name, arguments, progress_callback=progress)
-        assert result.structured_content is not None, result
-        block = result.content[0]
-        assert isinstance(block, TextContent)
-        return bool(result.is_error), result.structured_content
+        return structured(await self.client.call_tool(name, arguments, progress_callback=progress))
 
     async def ok(self, name: str, arguments: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
         is_error, body = await self.call(name, arguments, progress)
@@ -78,17 +74,7 @@ class HttpCaller:
         self, name: str, arguments: dict[str, Any], *, max_pages: int = 50
     ) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
         """Every page of a listing tool: (is_error, the last body, the items of every page)."""
-        items: list[dict[str, Any]] = []
-        page_arguments = dict(arguments)
-        for _ in range(max_pages):
-            is_error, body = await self.call(name, page_arguments)
-            if is_error:
-                return True, body, items
-            items.extend(body["items"])
-            if not body.get("next_cursor"):
-                return False, body, items
-            page_arguments = {**arguments, "cursor": body["next_cursor"]}
-        raise AssertionError(f"{name} gave more than {max_pages} pages")
+        return await every_page(self.call, name, arguments, max_pages)
 
 
 @asynccontextmanager

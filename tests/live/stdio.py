@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -39,12 +39,7 @@ class Session:
         self.stderr = stderr
 
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-        """(is_error, structured content) of one tool call; the text block must carry the same JSON."""
-        result: CallToolResult = await self.session.call_tool(name, arguments)
-        assert result.structured_content is not None, result
-        block = result.content[0]
-        assert isinstance(block, TextContent)
-        return bool(result.is_error), result.structured_content
+        return structured(await self.session.call_tool(name, arguments))
 
     async def ok(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         is_error, body = await self.call(name, arguments)
@@ -54,23 +49,40 @@ class Session:
     async def listing(
         self, name: str, arguments: dict[str, Any], *, max_pages: int = 50
     ) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
-        """A listing tool's whole answer, following ``next_cursor`` where its result has one:
-        (is_error, the last body (the error body if a page failed), the items of every page read)."""
-        items: list[dict[str, Any]] = []
-        cursors: set[str] = set()
-        page_arguments = dict(arguments)
-        for _ in range(max_pages):
-            is_error, body = await self.call(name, page_arguments)
-            if is_error:
-                return True, body, items
-            items.extend(body["items"])
-            cursor = body.get("next_cursor")
-            if not cursor:
-                return False, body, items
-            assert cursor not in cursors, f"{name} gave the cursor {cursor!r} twice"
-            cursors.add(cursor)
-            page_arguments = {**arguments, "cursor": cursor}
-        raise AssertionError(f"{name} gave more than {max_pages} pages")
+        return await every_page(self.call, name, arguments, max_pages)
+
+
+def structured(result: CallToolResult) -> tuple[bool, dict[str, Any]]:
+    """(is_error, structured content) of one tool call; the text block must carry the same JSON."""
+    assert result.structured_content is not None, result
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return bool(result.is_error), result.structured_content
+
+
+Call = Callable[[str, dict[str, Any]], Awaitable[tuple[bool, dict[str, Any]]]]
+
+
+async def every_page(
+    call: Call, name: str, arguments: dict[str, Any], max_pages: int
+) -> tuple[bool, dict[str, Any], list[dict[str, Any]]]:
+    """A listing tool's whole answer, following ``next_cursor`` where its result has one:
+    (is_error, the last body (the error body if a page failed), the items of every page read)."""
+    items: list[dict[str, Any]] = []
+    cursors: set[str] = set()
+    page_arguments = dict(arguments)
+    for _ in range(max_pages):
+        is_error, body = await call(name, page_arguments)
+        if is_error:
+            return True, body, items
+        items.extend(body["items"])
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return False, body, items
+        assert cursor not in cursors, f"{name} gave the cursor {cursor!r} twice"
+        cursors.add(cursor)
+        page_arguments = {**arguments, "cursor": cursor}
+    raise AssertionError(f"{name} gave more than {max_pages} pages")
 
 
 @asynccontextmanager
