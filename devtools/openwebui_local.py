@@ -166,6 +166,7 @@ class Instance:
     embed_log_path: Path | None = None
     openwebui_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
     embed_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    secret_key: str = field(default="", repr=False)  # for restart(); not kept in the state file
 
 
 def free_port() -> int:
@@ -371,18 +372,10 @@ def start(
     embed_proc, embed_port, embed_log = _start_embedding_server(workdir)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    env = openwebui_env(data_dir, static_dir, embed_port, secrets.token_hex(32))
+    secret_key = secrets.token_hex(32)
+    env = openwebui_env(data_dir, static_dir, embed_port, secret_key)
     try:
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [str(executable), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = _spawn_openwebui(executable, port, workdir, env, log_path)
     except OSError:
         _terminate([embed_proc.pid], [embed_proc])
         raise
@@ -413,7 +406,45 @@ def start(
         embed_log_path=embed_log,
         openwebui_proc=proc,
         embed_proc=embed_proc,
+        secret_key=secret_key,
     )
+
+
+def _spawn_openwebui(
+    executable: Path, port: int, workdir: Path, env: dict[str, str], log_path: Path, *, append: bool = False
+) -> subprocess.Popen[bytes]:
+    with log_path.open("ab" if append else "wb") as log:
+        return subprocess.Popen(
+            [str(executable), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def restart(instance: Instance, *, kill: bool = False, timeout: float = 240) -> None:
+    """Stop Open WebUI (SIGTERM, or SIGKILL with ``kill``) and start it again on the same port, data and secret, so
+    its URL, users and API keys stay valid; the embedding server keeps running. Updates ``instance`` in place."""
+    if not instance.secret_key:
+        raise RuntimeError("this instance was not started by this process (its secret key is unknown)")
+    if kill:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(instance.openwebui_pid, signal.SIGKILL)
+        if instance.openwebui_proc is not None:
+            instance.openwebui_proc.wait(timeout=30)
+    else:
+        _terminate([instance.openwebui_pid], [instance.openwebui_proc])
+    workdir = instance.data_dir.parent
+    port = int(instance.url.rsplit(":", 1)[1])
+    embed_port = int(instance.embed_url.rsplit(":", 1)[1].split("/", 1)[0])
+    env = openwebui_env(instance.data_dir, workdir / "static", embed_port, instance.secret_key)
+    executable = venv_dir(instance.version) / "bin" / "open-webui"
+    proc = _spawn_openwebui(executable, port, workdir, env, instance.log_path, append=True)
+    instance.openwebui_pid, instance.openwebui_proc = proc.pid, proc
+    _wait_until_ready(instance.url, proc, instance.log_path, timeout)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -694,6 +694,30 @@ class OpenWebUIClient:
         params = {"delete_file": "true" if delete_file else "false"}
         return await self._send("POST", path, params=params, json_body={"file_id": file_id})
 
+    async def user_id(self) -> str:
+        """The id of the user the current credential belongs to."""
+        answer = _object(await self._send("GET", "api/v1/auths/"), "the signed-in user")
+        user_id = answer.get("id")
+        if not isinstance(user_id, str) or not user_id:
+            raise normalize.unexpected("a user without an id")
+        return user_id
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
+        """The files named exactly `filename` that the credential can list (its own; an admin's: everyone's), without
+        their text. Open WebUI matches a glob, so the name's wildcard characters are escaped."""
+        pattern = "".join(f"[{char}]" if char in "*?[" else char for char in filename)
+        try:
+            answer = await self._send(
+                "GET", "api/v1/files/search", params={"filename": pattern, "content": "false", "limit": 1000}
+            )
+        except ToolFailure as failure:
+            if failure.code == "not_found":  # Open WebUI answers 404 when no file matches
+                return []
+            raise
+        if not isinstance(answer, list):
+            raise normalize.unexpected("a file search")
+        return [item for item in answer if isinstance(item, dict) and item.get("filename") == filename]
+
 
 def _object(body: Json, what: str) -> Mapping[str, Any]:
     if not isinstance(body, dict):

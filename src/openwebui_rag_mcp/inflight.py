@@ -1,0 +1,388 @@
+"""Uploads in flight: a journal that lets a later start, a later write or `openwebui-rag-mcp recover` find what a
+killed process left behind.
+
+An upload makes a file in Open WebUI before the file is attached to its base. A process killed in between (SIGKILL,
+the OOM killer, a lost container) cannot remove it again, and nothing in Open WebUI tells that file from any other.
+So a write records its intent before its upload request (the base, the file name, the size and SHA-256 of the bytes,
+when), adds the file id as soon as Open WebUI answers, and drops the record once the file is attached or removed
+again. While it runs, the writer renews the record's `alive_until`; a record whose writer is gone (its time ran out,
+or its process on this machine no longer exists) is resolved by whoever next holds the same credential:
+
+- the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
+- the file id is known and the base does not list it: the file is deleted;
+- the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
+  made since the record began and not in the record's base, are deleted.
+
+Records live in Redis when `REDIS_URL` is set (so any replica resolves another's), otherwise in files under
+`$XDG_STATE_HOME/openwebui-rag-mcp/inflight` (or `~/.local/state/...`). A record is keyed by a digest of the
+credential, never the credential itself, and only a holder of that credential resolves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.errors import ToolFailure
+
+log = logging.getLogger(__name__)
+
+ALIVE_SECONDS = 45.0  # a writer that has not renewed its records for this long is gone
+# Files of the credential made this long before a record's start still count as its upload (clock skew between this
+# machine and Open WebUI's).
+CLOCK_SLACK_SECONDS = 120.0
+
+
+def _process_start(pid: int) -> str:
+    """The start time of a process on this machine (field 22 of /proc/PID/stat), to tell a reused pid; "" if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+_HOST = socket.gethostname
+_ME: tuple[int, str] | None = None
+
+
+def _me() -> tuple[int, str]:
+    global _ME
+    if _ME is None or _ME[0] != os.getpid():
+        _ME = (os.getpid(), _process_start(os.getpid()))
+    return _ME
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    id: str
+    owner: str  # a digest of the credential that made the upload
+    knowledge_id: str
+    filename: str
+    size: int
+    sha256: str
+    started: float  # seconds since the epoch
+    alive_until: float
+    host: str
+    pid: int
+    pid_start: str
+    file_id: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Record | None:
+        try:
+            data = json.loads(text)
+            return cls(**data) if isinstance(data, dict) else None
+        except (TypeError, ValueError):
+            return None
+
+    def writer_gone(self, now: float) -> bool:
+        if now > self.alive_until:
+            return True
+        # On this machine a dead writer is known at once: its pid is gone or belongs to another process now.
+        return self.host == _HOST() and _process_start(self.pid) != self.pid_start
+
+
+class JournalStore(Protocol):
+    async def put(self, record: Record) -> None: ...
+
+    async def drop(self, owner: str, record_id: str) -> None: ...
+
+    async def records(self, owner: str) -> list[Record]: ...
+
+    async def owners(self) -> list[str]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def default_directory() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "openwebui-rag-mcp" / "inflight"
+
+
+class FileJournal:
+    """Records as small JSON files, `<directory>/<owner>/<id>.json`, written whole (a new file renamed into place)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def _path(self, owner: str, record_id: str) -> Path:
+        return self._directory / owner / f"{record_id}.json"
+
+    async def put(self, record: Record) -> None:
+        path = self._path(record.owner, record.id)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(record.to_json(), encoding="utf-8")
+        temporary.replace(path)
+
+    async def drop(self, owner: str, record_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._path(owner, record_id).unlink()
+
+    async def records(self, owner: str) -> list[Record]:
+        found: list[Record] = []
+        for path in sorted((self._directory / owner).glob("*.json")):
+            with contextlib.suppress(OSError):
+                record = Record.from_json(path.read_bytes())
+                if record is not None:
+                    found.append(record)
+        return found
+
+    async def owners(self) -> list[str]:
+        if not self._directory.is_dir():
+            return []
+        return sorted(path.name for path in self._directory.iterdir() if path.is_dir() and any(path.glob("*.json")))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class RedisJournal:
+    """Records in one Redis hash per credential digest, shared by every replica."""
+
+    def __init__(self, url: str, prefix: str = "openwebui-rag-mcp:inflight:") -> None:
+        import redis.asyncio as redis_asyncio
+
+        self._redis = redis_asyncio.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+        self._prefix = prefix
+
+    async def put(self, record: Record) -> None:
+        await self._redis.hset(self._prefix + record.owner, record.id, record.to_json())
+
+    async def drop(self, owner: str, record_id: str) -> None:
+        await self._redis.hdel(self._prefix + owner, record_id)
+
+    async def records(self, owner: str) -> list[Record]:
+        raw: Mapping[bytes | str, bytes | str] = await self._redis.hgetall(self._prefix + owner)
+        return [record for value in raw.values() if (record := Record.from_json(value)) is not None]
+
+    async def owners(self) -> list[str]:
+        keys = [key async for key in self._redis.scan_iter(match=self._prefix + "*")]
+        names = [key.decode() if isinstance(key, bytes) else str(key) for key in keys]
+        return sorted(name[len(self._prefix) :] for name in names)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+class Tracked:
+    """One upload's record while its write runs."""
+
+    def __init__(self, journal: Inflight, record: Record) -> None:
+        self._journal = journal
+        self.record = record
+        self.settled = False
+
+    async def uploaded(self, file_id: str) -> None:
+        """Open WebUI answered the upload: the record names the file from now on."""
+        self.record = replace(self.record, file_id=file_id)
+        await self._journal.save(self.record)
+
+    def settle(self) -> None:
+        """The file is attached, or removed again, or there is none: nothing is left to find."""
+        self.settled = True
+
+
+class Inflight:
+    """The journal of uploads in flight, over a `JournalStore`."""
+
+    def __init__(
+        self,
+        store: JournalStore,
+        *,
+        alive_seconds: float = ALIVE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._alive = alive_seconds
+        self._clock = clock
+
+    async def save(self, record: Record) -> None:
+        await self._store.put(replace(record, alive_until=self._clock() + self._alive))
+
+    @asynccontextmanager
+    async def tracking(self, owner: str, knowledge_id: str, filename: str, content: bytes) -> AsyncIterator[Tracked]:
+        """Record an upload before it is sent; drop the record when the write settled it. A write that ends without
+        settling (an error while removing its file again) leaves its record marked gone, for the next recovery."""
+        pid, pid_start = _me()
+        now = self._clock()
+        record = Record(
+            id=secrets.token_hex(8),
+            owner=owner,
+            knowledge_id=knowledge_id,
+            filename=filename,
+            size=len(content),
+            sha256=hashlib.sha256(content).hexdigest(),
+            started=now,
+            alive_until=now + self._alive,
+            host=_HOST(),
+            pid=pid,
+            pid_start=pid_start,
+        )
+        try:
+            await self._store.put(record)
+        except Exception as error:
+            raise ToolFailure(
+                "upstream_unavailable",
+                f"the journal of uploads in flight could not be written ({type(error).__name__}); nothing was uploaded",
+                retryable=True,
+                request_sent=False,
+            ) from None
+        tracked = Tracked(self, record)
+        renewing = asyncio.create_task(self._renew(tracked))
+        try:
+            yield tracked
+        finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
+            try:
+                if tracked.settled:
+                    await self._store.drop(owner, record.id)
+                else:
+                    await self._store.put(replace(tracked.record, alive_until=0.0))
+            except Exception as error:  # the record stays; recovery finds it later
+                log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
+
+    async def _renew(self, tracked: Tracked) -> None:
+        while True:
+            await asyncio.sleep(self._alive / 3)
+            try:
+                await self.save(tracked.record)
+            except Exception as error:
+                log.warning("could not renew a record of the uploads journal (%s)", type(error).__name__)
+
+    async def gone(self, owner: str) -> list[Record]:
+        """The records of `owner` whose writer is gone."""
+        now = self._clock()
+        return [record for record in await self._store.records(owner) if record.writer_gone(now)]
+
+    async def owners(self) -> list[str]:
+        return await self._store.owners()
+
+    async def drop(self, record: Record) -> None:
+        await self._store.drop(record.owner, record.id)
+
+    async def aclose(self) -> None:
+        await self._store.aclose()
+
+
+class Upstream(Protocol):
+    """What recovery asks Open WebUI (the client, or a fake in tests)."""
+
+    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None: ...
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]: ...
+
+    async def delete_file(self, file_id: str) -> object: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    record: Record
+    deleted: tuple[str, ...]  # file ids removed
+    kept: str | None  # the file id the base holds: the write had completed
+    problem: str | None = None  # why the record stays
+
+    def __str__(self) -> str:
+        what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
+        if self.problem:
+            return f"left {what}: {self.problem}"
+        if self.kept:
+            return f"kept {what}: the base holds file {self.kept} (the write had completed)"
+        if self.deleted:
+            return f"removed {what}: file(s) {', '.join(self.deleted)} were in no base"
+        return f"nothing left of {what}: no file was made"
+
+
+async def resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Resolution:
+    """Settle one record whose writer is gone; the record is dropped unless something could not be told."""
+    try:
+        candidates: list[str | None] = [record.file_id]
+        if record.file_id is None:
+            named = await upstream.files_named(record.filename)
+            candidates = [_file_id(item) for item in named if _made_by(item, record)]
+        deleted: list[str] = []
+        kept: str | None = None
+        for file_id in filter(None, candidates):
+            listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is None:
+                return Resolution(record, tuple(deleted), kept, "whether the base holds the file could not be read")
+            if listed:
+                kept = file_id
+                continue
+            await upstream.delete_file(file_id)
+            deleted.append(file_id)
+    except ToolFailure as failure:
+        if failure.code == "not_found" and record.file_id is not None:  # deleted meanwhile: nothing is left
+            deleted, kept = [], None
+        else:
+            return Resolution(record, (), None, f"{failure.code}: {failure.message}")
+    await inflight.drop(record)
+    return Resolution(record, tuple(deleted), kept)
+
+
+def _file_id(item: Mapping[str, Any]) -> str | None:
+    value = item.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def _made_by(item: Mapping[str, Any], record: Record) -> bool:
+    """Whether a file of the record's name is the record's upload: same size and bytes where Open WebUI keeps them,
+    made after the record began (less the clock slack)."""
+    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+    assert isinstance(meta, dict)
+    if item.get("filename") != record.filename:
+        return False
+    size, file_hash = meta.get("size"), meta.get("file_hash")
+    if isinstance(size, int) and size != record.size:
+        return False
+    if isinstance(file_hash, str) and file_hash != record.sha256:
+        return False
+    created = item.get("created_at")
+    return isinstance(created, int | float) and created >= record.started - CLOCK_SLACK_SECONDS
+
+
+async def recover(inflight: Inflight, upstream: Upstream, owner: str) -> list[Resolution]:
+    """Resolve every record of `owner` whose writer is gone."""
+    return [await resolve(inflight, upstream, record) for record in await inflight.gone(owner)]
+
+
+class ClientUpstream:
+    """`Upstream` through the Open WebUI client, with the current credential."""
+
+    def __init__(self, client: OpenWebUIClient) -> None:
+        self._client = client
+
+    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
+        try:
+            files, _ = await self._client.knowledge_files(knowledge_id, None)
+        except ToolFailure as failure:
+            return False if failure.code == "not_found" else None  # a base deleted meanwhile holds nothing
+        return any(record.file_id == file_id for record in normalize.file_records(files))
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
+        """Only the credential's own files: an admin lists everyone's, and another user's file is never touched."""
+        mine = await self._client.user_id()
+        return [item for item in await self._client.files_named(filename) if item.get("user_id") == mine]
+
+    async def delete_file(self, file_id: str) -> object:
+        return await self._client.delete_file(file_id)

@@ -1,0 +1,237 @@
+"""The journal of uploads in flight: records kept while a write runs, and what recovery does with a dead writer's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.inflight import FileJournal, Inflight, Record, recover
+
+pytestmark = pytest.mark.anyio
+OWNER = "a" * 64
+
+
+@dataclass
+class FakeUpstream:
+    """Open WebUI as recovery sees it: which base lists which file, the files by name, deletions."""
+
+    listed: dict[str, set[str]] = field(default_factory=dict)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unreadable: bool = False
+
+    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
+        if self.unreadable:
+            return None
+        return file_id in self.listed.get(knowledge_id, set())
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
+        return [item for item in self.files if item["filename"] == filename]
+
+    async def delete_file(self, file_id: str) -> object:
+        if file_id in self.deleted:
+            raise ToolFailure("not_found", "gone")
+        self.deleted.append(file_id)
+        return {}
+
+
+def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
+    now = clock or [1_000_000.0]
+    return Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=45, clock=lambda: now[0])
+
+
+async def abandon(inflight: Inflight, file_id: str | None, owner: str = OWNER) -> None:
+    """A write that ends without settling its upload (killed, or its file could not be removed again)."""
+    async with inflight.tracking(owner, "kb", "a.md", b"hello") as tracked:
+        if file_id is not None:
+            await tracked.uploaded(file_id)
+        raise RuntimeError("the write ended without settling")
+
+
+async def records(inflight: Inflight) -> list[Record]:
+    store = inflight._store
+    return await store.records(OWNER)
+
+
+async def test_a_settled_write_leaves_no_record(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    async with inflight.tracking(OWNER, "kb", "a.md", b"hello") as tracked:
+        (during,) = await records(inflight)
+        assert (during.knowledge_id, during.filename, during.size, during.file_id) == ("kb", "a.md", 5, None)
+        await tracked.uploaded("file-1")
+        assert [r.file_id for r in await records(inflight)] == ["file-1"]
+        tracked.settle()
+    assert await records(inflight) == []
+    assert await inflight.owners() == []
+
+
+async def test_an_unsettled_write_leaves_its_record_for_recovery_at_once(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1")
+    assert [r.file_id for r in await inflight.gone(OWNER)] == ["file-1"]
+    upstream = FakeUpstream()
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["file-1"]
+    assert resolution.deleted == ("file-1",)
+    assert await records(inflight) == []
+
+
+async def test_a_running_writer_is_not_recovered(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    async with inflight.tracking(OWNER, "kb", "a.md", b"hello") as tracked:
+        await tracked.uploaded("file-1")
+        assert await inflight.gone(OWNER) == []
+        assert await recover(inflight, FakeUpstream(), OWNER) == []
+        tracked.settle()
+
+
+async def test_a_record_whose_time_ran_out_is_gone(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    record = Record("r1", OWNER, "kb", "a.md", 5, "0" * 64, clock[0], clock[0] + 45, "another-host", 1, "1")
+    await FileJournal(tmp_path / "inflight").put(record)
+    assert await inflight.gone(OWNER) == []
+    clock[0] += 46
+    assert [r.id for r in await inflight.gone(OWNER)] == ["r1"]
+
+
+def start_writer(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A real process that records an upload (file id known) and then waits, as if for Open WebUI."""
+    ready = tmp_path / "ready"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, pathlib
+        from openwebui_rag_mcp.inflight import FileJournal, Inflight
+
+        async def main():
+            inflight = Inflight(FileJournal(pathlib.Path({str(tmp_path / "inflight")!r})))
+            async with inflight.tracking({OWNER!r}, "kb", "a.md", b"hello") as tracked:
+                await tracked.uploaded("file-9")
+                pathlib.Path({str(ready)!r}).touch()
+                await asyncio.sleep(3600)
+
+        asyncio.run(main())
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60  # a hang guard only
+    while not ready.exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            pytest.fail("the writer never recorded its upload")
+        time.sleep(0.05)
+    return child
+
+
+def test_a_killed_writer_on_this_machine_is_gone_at_once(tmp_path: Path) -> None:
+    """A real process records an upload and is killed with SIGKILL: its record is recoverable at once, before its
+    time runs out."""
+    child = start_writer(tmp_path)
+    inflight = Inflight(FileJournal(tmp_path / "inflight"))
+    upstream = FakeUpstream(listed={"kb": set()})
+    try:
+        assert anyio.run(inflight.gone, OWNER) == []  # alive: not touched
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    (resolution,) = anyio.run(recover, inflight, upstream, OWNER)
+    assert upstream.deleted == ["file-9"], resolution
+    assert anyio.run(records, inflight) == []
+
+
+async def test_a_file_the_base_holds_is_kept(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1")
+    upstream = FakeUpstream(listed={"kb": {"file-1"}})
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == []
+    assert resolution.kept == "file-1"
+    assert "kept" in str(resolution)
+
+
+async def test_an_unknown_file_id_is_found_by_name_size_hash_and_time(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, None)
+    (record,) = await records(inflight)
+    made = int(clock[0]) + 1
+
+    def item(file_id: str, **changes: Any) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "id": file_id,
+            "filename": "a.md",
+            "created_at": made,
+            "meta": {"size": 5, "file_hash": record.sha256},
+        }
+        return base | changes
+
+    upstream = FakeUpstream(
+        listed={"kb": {"in-base"}},
+        files=[
+            item("ours"),
+            item("in-base"),  # the same bytes, already in the base: someone's document, kept
+            item("older", created_at=made - 3600),  # made long before this upload
+            item("other-bytes", meta={"size": 5, "file_hash": "f" * 64}),
+            item("other-size", meta={"size": 6}),
+        ],
+    )
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["ours"]
+    assert resolution.kept == "in-base"
+
+
+async def test_an_unreadable_base_keeps_the_record(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1")
+    (resolution,) = await recover(inflight, FakeUpstream(unreadable=True), OWNER)
+    assert resolution.problem
+    assert "left" in str(resolution)
+    assert len(await records(inflight)) == 1  # tried again next time
+    (again,) = await recover(inflight, FakeUpstream(), OWNER)
+    assert again.deleted == ("file-1",)
+    assert await records(inflight) == []
+
+
+async def test_records_of_another_credential_are_not_touched(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1", "b" * 64)
+    upstream = FakeUpstream()
+    assert await recover(inflight, upstream, OWNER) == []
+    assert upstream.deleted == []
+    assert await inflight.owners() == ["b" * 64]
+
+
+async def test_a_journal_that_cannot_be_written_refuses_the_upload(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    inflight = Inflight(FileJournal(blocked / "inflight"))
+    with pytest.raises(ToolFailure) as caught:
+        async with inflight.tracking(OWNER, "kb", "a.md", b"hello"):
+            pytest.fail("the write must not start")
+    assert caught.value.code == "upstream_unavailable"
+    assert caught.value.request_sent is False
+
+
+def test_a_record_reads_back_and_rejects_garbage() -> None:
+    record = Record("r", OWNER, "kb", "ü.md", 1, "0" * 64, 1.0, 2.0, "h", 1, "1", "f")
+    assert Record.from_json(record.to_json()) == record
+    assert Record.from_json(b"not json") is None
+    assert Record.from_json("[1]") is None
+    assert replace(record, file_id=None).file_id is None
