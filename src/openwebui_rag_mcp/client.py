@@ -600,16 +600,19 @@ class OpenWebUIClient:
         items, _ = await self._all_pages(path, "the documents of a folder", first_answer=first, params=params)
         return items, subfolders
 
-    async def files_containing(self, knowledge_id: str, phrase: str) -> list[Mapping[str, Any]]:
-        """The documents of a base that may contain `phrase`: Open WebUI's own content search narrows the list where
-        the release has it (a case-insensitive superset of the exact matches); elsewhere every document."""
+    async def files_containing(self, knowledge_id: str, phrase: str | None) -> list[Mapping[str, Any]]:
+        """The documents of a base whose filename or text Open WebUI's own content search matches with `phrase`
+        (its ILIKE, not exact matching: the caller decides what it may ask) where the release has it; elsewhere,
+        and for None, every document."""
 
         async def read(release: Release) -> list[Mapping[str, Any]]:
             if not release.paged_lists:
                 return normalize.nested_files(await self.knowledge(knowledge_id))
             path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
             # Earlier paged releases match `query` against the filename only: there, read every document.
-            params = {"query": phrase, "include_content": "true"} if release.content_search else None
+            params = None
+            if release.content_search and phrase is not None:
+                params = {"query": phrase, "include_content": "true"}
             items, _ = await self._all_pages(path, "the files of a knowledge base", params=params)
             return items
 
