@@ -82,6 +82,8 @@ class Process:
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes] = field(repr=False)
+    argv: tuple[str, ...] = field(default=(), repr=False)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def url(self) -> str:
@@ -120,9 +122,11 @@ class Process:
         return code
 
 
-def _spawn(name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str], port: int) -> Process:
+def _spawn(
+    name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str], port: int, *, append: bool = False
+) -> Process:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
+    with log_path.open("ab" if append else "wb") as log:
         proc = subprocess.Popen(
             list(argv),
             env=dict(env),
@@ -132,7 +136,18 @@ def _spawn(name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return Process(name, port, log_path, proc)
+    return Process(name, port, log_path, proc, tuple(argv), dict(env))
+
+
+def respawn(process: Process, *, kill: bool = False) -> Process:
+    """Stop ``process`` (SIGKILL to its group with ``kill``: no chance to clean up) and start the same command on the
+    same port, its log appended to; wait for it with ``wait_ready`` or ``wait_redis``."""
+    if kill:
+        process.signal(signal.SIGKILL)
+        process.wait(30)
+    else:
+        process.stop()
+    return _spawn(process.name, process.argv, process.log_path, process.env, process.port, append=True)
 
 
 def _wait_for(process: Process, ready: Callable[[], str | None], timeout: float) -> None:
@@ -236,8 +251,13 @@ def start_redis(workdir: Path, *, timeout: float = 20.0) -> Process:
         str(data),
     ]
     process = _spawn("redis-server", argv, workdir / "redis.log", os.environ, port)
-    _wait_for(process, lambda: _redis_pong(port), timeout)
+    wait_redis(process, timeout)
     return process
+
+
+def wait_redis(process: Process, timeout: float = 20.0) -> None:
+    """Wait until the redis-server of ``process`` answers PING."""
+    _wait_for(process, lambda: _redis_pong(process.port), timeout)
 
 
 # -- nginx ------------------------------------------------------------------------------------------------------------

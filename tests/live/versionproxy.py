@@ -1,4 +1,4 @@
-"""A loopback reverse proxy in front of a real Open WebUI that can lie about its release.
+"""A loopback reverse proxy in front of a real Open WebUI that can lie about its release, or hold a request.
 
 Everything is forwarded as it is, except ``GET /api/version`` while ``version`` is set: then the proxy answers
 ``{"version": <version>}`` itself. Setting ``version`` while a server runs simulates Open WebUI being upgraded (or
@@ -8,13 +8,22 @@ swapped for a fork) under a running MCP server::
         proxy.version = "0.6.5"                    # from now on /api/version says 0.6.5
         proxy.version = None                       # and now the truth again
 
+``hold`` stops the next request that matches at a chosen point, so a test can kill the MCP server exactly there (the
+fault tier): before it is forwarded (Open WebUI never sees it) or after Open WebUI answered (the change is made, the
+server never learns of it)::
+
+    held = proxy.hold("POST", r"/file/add$")        # the next attach waits here
+    held.reached.wait(60); kill the server; held.release.set()
+
 Standard library HTTP server (a thread per connection, HTTP/1.1 keep-alive) plus httpx for the upstream side.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -39,6 +48,18 @@ _HOP_BY_HOP = frozenset(
 )
 
 
+@dataclass
+class Hold:
+    """One request to stop: ``reached`` is set when it arrives, and it goes on when ``release`` is set."""
+
+    method: str
+    path: re.Pattern[str]
+    after_answer: bool
+    drop: bool = False  # released, the request is dropped unanswered instead of forwarded (its sender is dead)
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 class VersionProxy:
     """``url`` forwards to ``upstream``; ``version`` (None: the truth) is what ``GET /api/version`` reports."""
 
@@ -46,6 +67,7 @@ class VersionProxy:
         self.upstream = upstream.rstrip("/")
         self.version: str | None = None
         self.version_reads = 0  # how many times anyone asked for /api/version through the proxy
+        self._holds: list[Hold] = []
         self._lock = threading.Lock()
         self._http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(120.0, connect=10.0), trust_env=False)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -68,6 +90,23 @@ class VersionProxy:
             self._thread.join(timeout=10)
         self._server.server_close()
         self._http.close()
+
+    def hold(self, method: str, path: str, *, after_answer: bool = False, drop: bool = False) -> Hold:
+        """Stop the next ``method`` request whose path (without the query) matches the regular expression ``path``:
+        before forwarding it (and with ``drop``, never forward it), or with ``after_answer`` once Open WebUI has
+        answered it."""
+        held = Hold(method, re.compile(path), after_answer, drop)
+        with self._lock:
+            self._holds.append(held)
+        return held
+
+    def _take_hold(self, method: str, path: str) -> Hold | None:
+        with self._lock:
+            for held in self._holds:
+                if held.method == method and held.path.search(path.split("?", 1)[0]):
+                    self._holds.remove(held)
+                    return held
+        return None
 
     def _fake_version(self) -> str | None:
         with self._lock:
@@ -119,12 +158,25 @@ class VersionProxy:
                         payload = json.dumps({"version": fake}).encode()
                         self._reply(200, [("Content-Type", "application/json")], payload)
                         return
+                held = proxy._take_hold(self.command, self.path)
+                if held is not None and not held.after_answer:
+                    held.reached.set()
+                    held.release.wait(600)
+                    if held.drop:
+                        self.close_connection = True
+                        return
                 try:
                     answer = proxy._forward(self.command, self.path, list(self.headers.items()), body)
                 except httpx.HTTPError as exc:
                     self._reply(502, [("Content-Type", "text/plain")], f"proxy: {exc}".encode())
                     return
-                self._reply(answer.status_code, list(answer.headers.multi_items()), answer.content)
+                if held is not None and held.after_answer:
+                    held.reached.set()
+                    held.release.wait(600)
+                try:
+                    self._reply(answer.status_code, list(answer.headers.multi_items()), answer.content)
+                except OSError:  # the caller was killed while the request was held
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
 
