@@ -218,12 +218,51 @@ def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Bas
     return mocked
 
 
-async def run(folder: Path, *, dry_run: bool = False, delete: bool = False) -> tuple[int, list[str]]:
+async def run(
+    folder: Path, *, dry_run: bool = False, delete: bool = False, env: dict[str, str] | None = None
+) -> tuple[int, list[str]]:
     lines: list[str] = []
-    code = await sync_module.sync(
-        make_settings(), folder, KB, dry_run=dry_run, delete=delete, say=lines.append, tty=False
-    )
+    settings = make_settings(**(env or {}))
+    code = await sync_module.sync(settings, folder, KB, dry_run=dry_run, delete=delete, say=lines.append, tty=False)
     return code, lines
+
+
+def writes_since(base: Base, calls: int) -> list[str]:
+    """The requests after the first `calls` that were not reads."""
+    return [f"{c.request.method} {c.request.url.path}" for c in base.router.calls[calls:] if c.request.method != "GET"]
+
+
+def skipped_lines(lines: list[str]) -> dict[str, str]:
+    """relative path -> why, from the `skipped` lines."""
+    found = {}
+    for line in lines:
+        if line.startswith("skipped   "):
+            relative, _, why = line.removeprefix("skipped   ").partition(": ")
+            found[relative] = why
+    return found
+
+
+def cannot_read(monkeypatch: pytest.MonkeyPatch, path: Path, error: type[OSError], *, how: str = "open") -> None:
+    """Make `path` fail as a file that cannot be opened (`open`), looked at (`stat`), or a folder that cannot be
+    listed (`scandir`): the tests run as root, which reads any file whatever its mode."""
+    if how == "open":
+        real_open = Path.open
+
+        def failing_open(self: Path, *args: Any, **kwargs: Any) -> Any:
+            if self == path:
+                raise error(13, "simulated", str(self))
+            return real_open(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "open", failing_open)
+        return
+    real = getattr(os, how)
+
+    def failing(target: Any, *args: Any, **kwargs: Any) -> Any:
+        if target is not None and Path(os.fsdecode(target)) == path:
+            raise error(13, "simulated", os.fsdecode(target))
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, how, failing)
 
 
 async def test_a_folder_is_synced_and_a_second_run_changes_nothing(base: Base, tmp_path: Path) -> None:
@@ -476,3 +515,78 @@ async def test_a_folder_made_meanwhile_by_someone_else_is_used(mirror: Base, tmp
     code, lines = await run(tmp_path)
     assert code == OK, lines
     assert mirror.names() == ["sub/a.md"]
+
+
+# -- files the run skips are still in the folder (issue 16) ---------------------------------------------------------
+
+
+async def test_files_this_run_skips_are_present_and_keep_their_documents(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over this run's size limit, emptied while an editor saves it, now a link, unreadable: each file is still in
+    the folder, so its document stays as it is, even with --delete, and is not taken by a new file with its old
+    bytes (the rename rule)."""
+    for name in ("big.md", "emptied.md", "link.md", "unreadable.md", "moved-away.md", "keep.md"):
+        (tmp_path / name).write_text(f"# {name}")
+    assert (await run(tmp_path))[0] == OK
+    held, calls = dict(base.members), len(base.router.calls)
+    (tmp_path / "big.md").write_text("# big, and now over the limit of this run")
+    (tmp_path / "emptied.md").write_bytes(b"")
+    (tmp_path / "link.md").unlink()
+    (tmp_path / "link.md").symlink_to(tmp_path / "keep.md")
+    cannot_read(monkeypatch, tmp_path / "unreadable.md", PermissionError)
+    (tmp_path / "moved-away.md").write_text("# moved-away.md, now over the limit of this run")
+    (tmp_path / "copy.md").write_text("# moved-away.md")  # the old bytes of a file that is still there
+
+    code, lines = await run(tmp_path, delete=True, env={"OPENWEBUI_UPLOAD_MAX_BYTES": "20"})
+    assert code == SOME_FAILED, lines
+    assert base.members == held  # every document kept, none removed, renamed or added
+    assert writes_since(base, calls) == []
+    skipped = skipped_lines(lines)
+    assert {"big.md", "emptied.md", "link.md", "unreadable.md", "moved-away.md", "copy.md"} <= set(skipped), lines
+    assert "already in the base" in skipped["copy.md"]
+
+
+async def test_a_folder_or_file_that_cannot_be_read_is_skipped_not_a_crash(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that vanishes or cannot be listed, a file that cannot be looked at or vanishes between the walk and
+    the read: each is named as skipped, and their documents stay."""
+    for name in ("sub/a.md", "sub/deeper/b.md", "stat.md", "vanished.md", "c.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}")
+    assert (await run(tmp_path))[0] == OK
+    held, calls = dict(base.members), len(base.router.calls)
+    cannot_read(monkeypatch, tmp_path / "sub", FileNotFoundError, how="scandir")
+    cannot_read(monkeypatch, tmp_path / "stat.md", PermissionError, how="stat")
+    cannot_read(monkeypatch, tmp_path / "vanished.md", FileNotFoundError)
+
+    code, lines = await run(tmp_path, delete=True)
+    assert code == SOME_FAILED, lines
+    assert base.members == held
+    assert writes_since(base, calls) == []
+    assert {"sub", "stat.md", "vanished.md"} <= set(skipped_lines(lines)), lines
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 3 failed"
+
+
+async def test_an_empty_file_and_two_copies_settle_at_exit_0(base: Base, tmp_path: Path) -> None:
+    """Open WebUI holds nothing for an empty file and a text only once per base: such files are skipped with the
+    reason, not uploaded, and a second run over the same folder makes no write request and exits 0."""
+    (tmp_path / "z.md").write_text("# same bytes")
+    (tmp_path / "b.md").write_text("# b")
+    assert (await run(tmp_path))[0] == OK
+    held = dict(base.members)
+    (tmp_path / "a.md").write_text("# same bytes")  # a copy that sorts before the file the base holds
+    (tmp_path / "copy of b.md").write_text("# b")
+    (tmp_path / "empty.md").write_bytes(b"")
+    for _ in range(2):
+        calls = len(base.router.calls)
+        code, lines = await run(tmp_path, delete=True)
+        assert code == OK, lines
+        assert writes_since(base, calls) == []
+        skipped = skipped_lines(lines)
+        assert set(skipped) == {"a.md", "copy of b.md", "empty.md"}, lines
+        assert "empty" in skipped["empty.md"]
+        assert "z.md" in skipped["a.md"]
+        assert "b.md" in skipped["copy of b.md"]
+    assert base.members == held

@@ -8,6 +8,13 @@ A run:
 - leaves unchanged ones alone (compared by the SHA-256 of their bytes),
 - and removes documents whose file is gone only with `--delete`.
 
+A file the run skips (over OPENWEBUI_UPLOAD_MAX_BYTES, empty, a link, unreadable, a name the base cannot keep, in a
+folder that cannot be read) is named on a `skipped` line and is still there: its documents stay as they are, never
+counted as gone, never taken by the rename rule. Open WebUI holds a text once per base, so a file whose bytes the base
+holds already (another file of the folder, a document that stays) is skipped too. Skips the folder cannot get rid of
+by itself (empty files, copies) do not change the exit code, so an unchanged folder settles at exit 0 with no write;
+the others (too large, a link, unreadable, its name) exit 1, as a failed upload does.
+
 A second run changes nothing. Documents the base holds that this command did not upload are never touched. Writes go
 through the same client, write lock and error model as the tools; Open WebUI extracts the text.
 
@@ -30,8 +37,9 @@ import hashlib
 import mimetypes
 import os
 import re
+import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,10 +63,16 @@ class LocalFile:
     path: Path
     relative: str  # with "/" separators
     key: str  # the name part that identifies the file in the base
-    digest: str
+    digest: str  # the whole SHA-256 of its bytes when mirrored, else its first 12 hex digits
     extension: str
     size: int
-    mirrored: bool = False  # the base mirrors the folder (0.12+): the file keeps its own name and folder
+    mirrored: bool = False  # the base mirrors the folder (0.9.6+): the file keeps its own name and folder
+    sha256: str = ""  # the whole SHA-256 of its bytes
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """Both ways a document can name this file: its path (mirrored), its name made safe (named)."""
+        return self.relative, self.key + self.extension
 
     @property
     def identity(self) -> str:
@@ -72,9 +86,44 @@ class LocalFile:
 
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
+    """A document of the base this command manages for this folder."""
+
     file_id: str
-    key: str
+    key: str  # what names its file: the path when mirrored, else the name made safe
     digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """A document of the base this command does not manage for this folder: never replaced, renamed or removed. A
+    file at one of its names with its bytes counts as held by it."""
+
+    label: str  # how the lines name it
+    names: tuple[tuple[str, str], ...]  # (name, digest: the whole SHA-256 or its first 12 hex digits)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A file (or a folder) this run does not sync. It is still in the folder, so its documents stay as they are:
+    never counted as gone, never taken by the rename rule."""
+
+    relative: str  # "" for the synced folder itself
+    why: str
+    fails: bool = True  # makes the exit code 1: someone could act (too large, a link, unreadable, its name)
+    folder: bool = False  # a folder that could not be read: everything under it is present
+
+    @property
+    def shown(self) -> str:
+        """The path, printable even when the name is not UTF-8."""
+        return os.fsencode(self.relative or ".").decode("utf-8", "replace")
+
+    def covers(self, entry: RemoteFile) -> bool:
+        """Whether the document `entry` may be this file's (or under this folder)."""
+        if not self.folder:
+            return entry.key in (self.relative, "".join(key_of(self.relative)))
+        if not self.relative:
+            return True
+        return entry.key.startswith((f"{self.relative}/", key_of(f"{self.relative}/x")[0].removesuffix("x")))
 
 
 @dataclass
@@ -85,7 +134,7 @@ class Plan:
     renamed: list[tuple[LocalFile, RemoteFile]] = field(default_factory=list)  # same content under a new name
     stale: list[RemoteFile] = field(default_factory=list)  # older versions of files that are up to date
     gone: list[RemoteFile] = field(default_factory=list)  # files no longer in the folder
-    refused: list[tuple[str, str]] = field(default_factory=list)  # (relative path, why)
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def key_of(relative: str) -> tuple[str, str]:
@@ -103,42 +152,71 @@ def synced_name(local: LocalFile) -> str:
     return f"{local.key}~{local.digest}{local.extension}"
 
 
-def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[LocalFile], list[tuple[str, str]]]:
-    """Regular files under `folder` (hidden files and folders left out, links not followed), and those refused.
+def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[LocalFile], list[Skipped]]:
+    """Regular files under `folder` (hidden files and folders left out, links not followed), and those skipped: a
+    file or folder that cannot be read is named, never a crash.
 
     `mirrored`: the base mirrors the folder, so each file is known by its path and the whole SHA-256 of its bytes."""
     found: list[LocalFile] = []
-    refused: list[tuple[str, str]] = []
-    for root, dirs, files in os.walk(folder):
+    skipped: list[Skipped] = []
+
+    def unreadable(error: OSError) -> None:
+        where = _relative_to(folder, error.filename)
+        skipped.append(Skipped(where, f"a folder that could not be read ({_why(error)})", folder=True))
+
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(root) / name
-            relative = path.relative_to(folder).as_posix()
-            if path.is_symlink() or not path.is_file():
-                refused.append((relative, "not a regular file (links are not followed)"))
-                continue
-            size = path.stat().st_size
-            if size > max_bytes:
-                refused.append((relative, f"{size:,} bytes, over OPENWEBUI_UPLOAD_MAX_BYTES ({max_bytes:,})"))
-                continue
-            if size == 0:
-                refused.append((relative, "empty"))
-                continue
-            if mirrored:  # the file keeps its name in the base: it must arrive as it is here
-                why = _unkeepable(relative)
-                if why:
-                    refused.append((relative.encode("utf-8", "replace").decode(), why))
-                    continue
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            key, extension = key_of(relative)
-            found.append(
-                LocalFile(
-                    path, relative, key, digest if mirrored else digest[:_DIGEST_CHARS], extension, size, mirrored
-                )
-            )
-    return found, refused
+            if not name.startswith("."):
+                path = Path(root) / name
+                outcome = _scan_one(path, path.relative_to(folder).as_posix(), max_bytes, mirrored)
+                (found if isinstance(outcome, LocalFile) else skipped).append(outcome)  # type: ignore[arg-type]
+    return found, skipped
+
+
+def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool) -> LocalFile | Skipped:
+    try:
+        info = path.lstat()
+    except OSError as error:
+        return Skipped(relative, f"could not be looked at ({_why(error)})")
+    if not stat.S_ISREG(info.st_mode):
+        return Skipped(relative, "not a regular file (links are not followed)")
+    if info.st_size > max_bytes:
+        return Skipped(relative, f"{info.st_size:,} bytes, over OPENWEBUI_UPLOAD_MAX_BYTES ({max_bytes:,})")
+    if mirrored:  # the file keeps its name in the base: it must arrive as it is here
+        why = _unkeepable(relative)
+        if why:
+            return Skipped(relative, why)
+    try:
+        content = _read(path, max_bytes + 1)
+    except OSError as error:  # gone since the walk, no permission, a disk error
+        return Skipped(relative, f"could not be read ({_why(error)})")
+    if len(content) > max_bytes:
+        return Skipped(relative, f"grew over OPENWEBUI_UPLOAD_MAX_BYTES ({max_bytes:,}) while it was read")
+    if not content:  # Open WebUI holds no text for it; an editor may be saving it
+        return Skipped(relative, "empty: there is nothing for Open WebUI to hold", fails=False)
+    sha256 = hashlib.sha256(content).hexdigest()
+    key, extension = key_of(relative)
+    digest = sha256 if mirrored else sha256[:_DIGEST_CHARS]
+    return LocalFile(path, relative, key, digest, extension, len(content), mirrored, sha256)
+
+
+def _read(path: Path, limit: int) -> bytes:
+    with path.open("rb") as stream:
+        return stream.read(limit)
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or type(error).__name__
+
+
+def _relative_to(folder: Path, filename: object) -> str:
+    """The path of a folder `os.walk` could not read, relative to the synced folder ("" for itself)."""
+    try:
+        relative = Path(os.fsdecode(filename)).relative_to(folder).as_posix()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return "" if relative == "." else relative
 
 
 # Characters a multipart upload escapes (`"` as %22, line breaks) and Open WebUI then stores escaped: such a name
@@ -169,21 +247,23 @@ def remote_files(items: list[FileItem]) -> list[RemoteFile]:
     return remote
 
 
-def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[str, str]]) -> Plan:
-    result = Plan(refused=list(refused))
+def plan(
+    local: list[LocalFile],
+    remote: list[RemoteFile],
+    skipped: Sequence[Skipped] = (),
+    *,
+    others: Sequence[Other] = (),
+) -> Plan:
+    """What to do. `remote`: the documents this command manages for this folder; `others`: the rest of the base."""
+    result = Plan(skipped=list(skipped))
     by_key: dict[str, list[RemoteFile]] = {}
     for entry in remote:
         by_key.setdefault(entry.key, []).append(entry)
-    seen: dict[str, LocalFile] = {}
+    local = _distinct_names(local, result.skipped)
+    local = _distinct_bytes(local, by_key, others, result.skipped)
+    seen = {file.identity for file in local}
     for file in local:
-        identity = file.identity
-        if identity in seen:
-            result.refused.append(
-                (file.relative, f"its name is the same as {seen[identity].relative}'s once made safe")
-            )
-            continue
-        seen[identity] = file
-        held = by_key.get(identity, [])
+        held = by_key.get(file.identity, [])
         current = [entry for entry in held if entry.digest == file.digest]
         older = [entry for entry in held if entry.digest != file.digest]
         if current:
@@ -191,22 +271,88 @@ def plan(local: list[LocalFile], remote: list[RemoteFile], refused: list[tuple[s
             result.stale.extend(older + current[1:])
         elif older:
             result.replace.append((file, older))
+        elif _held_by_others(file, others):
+            # The same bytes at the same path, put there by someone else: held already. Not uploaded again (Open
+            # WebUI would refuse the same text twice), never removed.
+            result.unchanged.append(file)
         else:
             result.add.append(file)
-    gone = [entry for key, entries in by_key.items() if key not in seen for entry in entries]
+    # A document whose file this run skips (or under a folder it could not read) is not gone: the file is there.
+    kept = [entry for entry in remote if any(reason.covers(entry) for reason in result.skipped)]
+    gone = [entry for key, entries in by_key.items() if key not in seen for entry in entries if entry not in kept]
     # A renamed file: its content is in the base under its old name, and Open WebUI refuses the same text twice in
     # one base, so the old document goes first and the file is added under its new name.
-    renamed: list[LocalFile] = []
-    for file in result.add:
+    for file in list(result.add):
         moved = next((entry for entry in gone if entry.digest == file.digest), None)
-        if moved is None:
-            continue
-        gone.remove(moved)
-        result.renamed.append((file, moved))
-        renamed.append(file)
-    result.add = [file for file in result.add if file not in renamed]
+        if moved is not None:
+            gone.remove(moved)
+            result.renamed.append((file, moved))
+            result.add.remove(file)
     result.gone = gone
+    # Bytes the base holds already under a document that stays (someone else's, or a skipped file's): Open WebUI
+    # would refuse them, so they are not sent; the file's own older versions stay too.
+    staying = [Other(entry.key, ((entry.key, entry.digest),)) for entry in kept] + list(others)
+    for file in result.add + [file for file, _ in result.replace]:
+        holder = _holder(file, staying)
+        if holder is not None:
+            result.skipped.append(Skipped(file.relative, f"its bytes are already in the base as {holder}", fails=False))
+    moved_away = {reason.relative for reason in result.skipped}
+    result.add = [file for file in result.add if file.relative not in moved_away]
+    result.replace = [(file, old) for file, old in result.replace if file.relative not in moved_away]
     return result
+
+
+def _distinct_names(local: list[LocalFile], skipped: list[Skipped]) -> list[LocalFile]:
+    """Files whose names are the same once made safe cannot both be held under it: both are skipped (and so the
+    documents under that name stay as they are)."""
+    count: dict[str, int] = {}
+    for file in local:
+        count[file.identity] = count.get(file.identity, 0) + 1
+    distinct = []
+    for file in local:
+        if count[file.identity] == 1:
+            distinct.append(file)
+        else:
+            skipped.append(Skipped(file.relative, "another file's name is the same once made safe; rename one"))
+    return distinct
+
+
+def _distinct_bytes(
+    local: list[LocalFile], by_key: dict[str, list[RemoteFile]], others: Sequence[Other], skipped: list[Skipped]
+) -> list[LocalFile]:
+    """Open WebUI holds a text once per base: of several files with the same bytes one is synced (the one the base
+    holds already, else the first), the others are skipped without failing, so the folder settles."""
+    copies: dict[str, list[LocalFile]] = {}
+    for file in local:
+        copies.setdefault(file.sha256, []).append(file)
+    distinct = []
+    for file in local:
+        group = copies[file.sha256]
+        holds = [f for f in group if _is_held(f, by_key, others)]
+        keeper = (holds or group)[0]
+        if file is keeper:
+            distinct.append(file)
+        else:
+            skipped.append(
+                Skipped(file.relative, f"the same bytes as {keeper.relative}, which the base holds once", fails=False)
+            )
+    return distinct
+
+
+def _is_held(file: LocalFile, by_key: dict[str, list[RemoteFile]], others: Sequence[Other]) -> bool:
+    return any(entry.digest == file.digest for entry in by_key.get(file.identity, [])) or _held_by_others(file, others)
+
+
+def _held_by_others(file: LocalFile, others: Sequence[Other]) -> bool:
+    return any(name in file.names and _same_bytes(file, digest) for other in others for name, digest in other.names)
+
+
+def _holder(file: LocalFile, staying: Sequence[Other]) -> str | None:
+    return next((other.label for other in staying for _, digest in other.names if _same_bytes(file, digest)), None)
+
+
+def _same_bytes(file: LocalFile, digest: str) -> bool:
+    return len(digest) >= _DIGEST_CHARS and file.sha256.startswith(digest)
 
 
 Say = Callable[[str], None]
@@ -278,15 +424,10 @@ async def sync(
                 f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
                 "and content; it goes on naming them that way"
             )
-        local, refused = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
+        local, skipped = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
         remote = [RemoteFile(d.file_id, d.path, d.sha256 or "") for d in documents if _marked(d)] if mirrored else named
-        todo = plan(local, remote, refused)
-        if mirrored:
-            # The same bytes at the same path, put there by someone else (Open WebUI's own folder upload, a person):
-            # held already. Not uploaded again (Open WebUI would refuse the same text twice), never removed.
-            held = {(d.path, d.sha256) for d in documents if not _marked(d)}
-            todo.unchanged += [file for file in todo.add if (file.relative, file.digest) in held]
-            todo.add = [file for file in todo.add if (file.relative, file.digest) not in held]
+        others = [Other(d.path, ((d.path, d.sha256),)) for d in documents if d.sha256 and not _marked(d)]
+        todo = plan(local, remote, skipped, others=others if mirrored else [])
         uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
         folders = Folders()
         to_create: list[str] = []
@@ -304,9 +445,9 @@ async def sync(
             f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
             f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
         )
-        failed = [f"{relative}: {why}" for relative, why in todo.refused]
-        for line in failed:
-            say(f"skipped   {line}")
+        failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
+        for reason in todo.skipped:
+            say(f"skipped   {reason.shown}: {reason.why}")
         if dry_run:
             needed = {path for file in uploads for path in _with_parents(file.folder)}
             for path in to_create:
@@ -330,7 +471,12 @@ async def sync(
         target = folders if mirrored else None
         for file, moved in todo.renamed:
             done += 1
-            problem = await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target)
+            content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
+            problem = (
+                content
+                if isinstance(content, Problem)
+                else (await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target, content))
+            )
             _report(say, tty, done, total, f"rename   {file.relative}", problem)
             if problem:
                 failed.append(f"{file.relative}: {problem}")
@@ -379,10 +525,13 @@ async def _replace(
     """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never none.
     When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to hold that text
     twice: then that old version goes first."""
-    problem = await _put(app, knowledge_id, file, folders)
+    content = _read_again(file)
+    if isinstance(content, Problem):
+        return content
+    problem = await _put(app, knowledge_id, file, folders, content)
     holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
     if problem is not None and problem.code == "duplicate_content" and holder is not None:
-        problem = await _remove(app, knowledge_id, holder) or await _put(app, knowledge_id, file, folders)
+        problem = await _remove(app, knowledge_id, holder) or await _put(app, knowledge_id, file, folders, content)
         old = [entry for entry in old if entry is not holder]
     for entry in old:
         problem = problem or await _remove(app, knowledge_id, entry)
@@ -406,16 +555,23 @@ def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: Prob
     say(f"{what}: {f'FAILED - {problem}' if problem else 'ok'}")
 
 
-async def _put(app: App, knowledge_id: str, file: LocalFile, folders: Folders | None) -> Problem | None:
+def _read_again(file: LocalFile) -> bytes | Problem:
+    """The file's bytes for its upload, as they were when the folder was read, or why not."""
+    try:
+        content = _read(file.path, file.size + 1)
+    except OSError as error:
+        return Problem("changed", f"could not be read any more ({_why(error)}); run again")
+    if hashlib.sha256(content).hexdigest() != file.sha256:
+        return Problem("changed", "the file changed while it was synced; run again")
+    return content
+
+
+async def _put(app: App, knowledge_id: str, file: LocalFile, folders: Folders | None, content: bytes) -> Problem | None:
     """Upload one file into the base (into its folder, made first where missing, when the base mirrors the folder)."""
     try:
         folder_id = None if folders is None else await folders.id_of(app, knowledge_id, file.folder)
     except ToolFailure as failure:
         return Problem.of(failure, "could not make its folder in the base: ")
-    content = file.path.read_bytes()
-    digest = hashlib.sha256(content).hexdigest()
-    if (digest if file.mirrored else digest[:_DIGEST_CHARS]) != file.digest:
-        return Problem("changed", "the file changed while it was synced; run again")
     name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file)
     metadata = {"title": file.relative, "source": file.relative} | ({"synced_by": SYNCED_BY} if file.mirrored else {})
     content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
