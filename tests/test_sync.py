@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ class Base:
         self.manifests: list[list[dict[str, Any]]] = []
         self.count = 0
         self.fail_upload_of: str | None = None
+        self.on_write: Callable[[str], None] | None = None  # called with each write request's path
         r = self.router
         r.get("/api/version").respond(json={"version": version})
         r.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": True})
@@ -105,6 +107,10 @@ class Base:
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
         r.post(f"/api/v1/knowledge/{KB}/sync/diff").mock(side_effect=self._diff)
         r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
+
+    def _wrote(self, request: httpx.Request) -> None:
+        if self.on_write is not None:
+            self.on_write(request.url.path)
 
     def path_of(self, folder_id: str | None) -> str:
         names: list[str] = []
@@ -141,6 +147,7 @@ class Base:
         return httpx.Response(200, json=answer | ({"directories": below} if self.mirrored else {}))
 
     def _upload(self, request: httpx.Request) -> httpx.Response:
+        self._wrote(request)
         self.count += 1
         file_id = f"f-{self.count}"
         parts = form_parts(request)
@@ -164,6 +171,7 @@ class Base:
         return httpx.Response(200, json=self.files[file_id])
 
     def _add(self, request: httpx.Request) -> httpx.Response:
+        self._wrote(request)
         body = json.loads(request.content)
         assert self.mirrored or "directory_id" not in body
         if any(self.files[held]["hash"] == self.files[body["file_id"]]["hash"] for held in self.members):
@@ -174,6 +182,7 @@ class Base:
         return httpx.Response(200, json={"id": KB})
 
     def _remove(self, request: httpx.Request) -> httpx.Response:
+        self._wrote(request)
         file_id = json.loads(request.content)["file_id"]
         assert request.url.params["delete_file"] == "true"
         del self.members[file_id]
@@ -181,6 +190,7 @@ class Base:
         return httpx.Response(200, json={"id": KB})
 
     def _delete(self, request: httpx.Request, file_id: str) -> httpx.Response:
+        self._wrote(request)
         self.files.pop(file_id, None)
         return httpx.Response(200, json=True)
 
@@ -194,6 +204,7 @@ class Base:
         return httpx.Response(200, json={"added": [], "mkdir": mkdir, "directory_map": existing})
 
     def _create_folder(self, request: httpx.Request) -> httpx.Response:
+        self._wrote(request)
         body = json.loads(request.content)
         taken = {(name, parent) for name, parent in self.folders.values()}
         if (body["name"], body["parent_id"]) in taken:
@@ -211,7 +222,7 @@ def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Bas
     original = server.running_app
 
     def running_app(settings: Any, **kwargs: Any) -> Any:
-        return original(settings, transport=mock_transport(mocked.router))
+        return original(settings, **kwargs | {"transport": mock_transport(mocked.router)})
 
     monkeypatch.setattr(server, "running_app", running_app)
     monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.001)
@@ -219,11 +230,18 @@ def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Bas
 
 
 async def run(
-    folder: Path, *, dry_run: bool = False, delete: bool = False, env: dict[str, str] | None = None
+    folder: Path,
+    *,
+    dry_run: bool = False,
+    delete: bool = False,
+    env: dict[str, str] | None = None,
+    **options: Any,
 ) -> tuple[int, list[str]]:
     lines: list[str] = []
     settings = make_settings(**(env or {}))
-    code = await sync_module.sync(settings, folder, KB, dry_run=dry_run, delete=delete, say=lines.append, tty=False)
+    code = await sync_module.sync(
+        settings, folder, KB, dry_run=dry_run, delete=delete, say=lines.append, tty=False, **options
+    )
     return code, lines
 
 
@@ -352,7 +370,9 @@ def mirror(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> B
 
     original = server.running_app
     monkeypatch.setattr(
-        server, "running_app", lambda settings, **_: original(settings, transport=mock_transport(mocked.router))
+        server,
+        "running_app",
+        lambda settings, **kwargs: original(settings, **kwargs | {"transport": mock_transport(mocked.router)}),
     )
     monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.001)
     return mocked
@@ -590,3 +610,100 @@ async def test_an_empty_file_and_two_copies_settle_at_exit_0(base: Base, tmp_pat
         assert "z.md" in skipped["a.md"]
         assert "b.md" in skipped["copy of b.md"]
     assert base.members == held
+
+
+# -- --delete is bounded (issue 16) ----------------------------------------------------------------------------------
+
+
+async def test_delete_from_a_folder_with_no_file_is_refused(base: Base, tmp_path: Path) -> None:
+    """An unmounted share or a wrong path looks like a folder whose files are all gone: --delete removes nothing
+    then, and says so, unless --max-delete says how many may go."""
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(f"# {name}")
+    assert (await run(tmp_path))[0] == OK
+    held, calls = dict(base.members), len(base.router.calls)
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).unlink()
+    for dry_run in (True, False):
+        code, lines = await run(tmp_path, delete=True, dry_run=dry_run)
+        assert code == sync_module.REFUSED, lines
+        assert any(line.startswith("refused: ") and "no file" in line and "--max-delete" in line for line in lines)
+    assert (base.members, writes_since(base, calls)) == (held, [])
+    code, lines = await run(tmp_path, delete=True, max_delete=3)
+    assert code == OK, lines
+    assert base.members == {}
+
+
+async def test_delete_of_more_than_half_and_more_than_a_few_is_refused(base: Base, tmp_path: Path) -> None:
+    for number in range(10):
+        (tmp_path / f"{number}.md").write_text(f"# {number}")
+    assert (await run(tmp_path))[0] == OK
+    held, calls = dict(base.members), len(base.router.calls)
+    for number in range(7):
+        (tmp_path / f"{number}.md").unlink()
+    for options in ({"dry_run": True}, {}, {"max_delete": 6}):
+        code, lines = await run(tmp_path, delete=True, **options)
+        assert code == sync_module.REFUSED, (options, lines)
+        assert any(line.startswith("refused: ") and "7 of" in line for line in lines), lines
+    assert (base.members, writes_since(base, calls)) == (held, [])
+    code, lines = await run(tmp_path, delete=True, max_delete=7)
+    assert code == OK, lines
+    assert len(base.members) == 3
+    (tmp_path / "7.md").unlink()
+    (tmp_path / "8.md").unlink()  # more than half of 3, but only a few
+    code, lines = await run(tmp_path, delete=True)
+    assert code == OK, lines
+    assert len(base.members) == 1
+
+
+# -- the write locks of the server (issue 16) ------------------------------------------------------------------------
+
+
+class Leases:
+    """A lease store (Redis's SET NX / compare-and-set semantics) that remembers which leases are held."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}
+
+    async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        if key in self.held:
+            return False
+        self.held[key] = token
+        return True
+
+    async def renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        return self.held.get(key) == token
+
+    async def release(self, key: str, token: str) -> bool:
+        if self.held.get(key) != token:
+            return False
+        del self.held[key]
+        return True
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas of the HTTP transport serialise writes to a base through a Redis lease: sync takes the same one."""
+    from openwebui_rag_mcp import locks, web
+
+    leases = Leases()
+    monkeypatch.setattr(locks, "RedisLeaseStore", lambda url: leases)
+    monkeypatch.setattr(web, "RedisLeaseStore", lambda url: leases, raising=False)
+    seen: list[tuple[str, bool]] = []
+    base.on_write = lambda path: seen.append((path, f"openwebui-rag-mcp:write:{KB}" in leases.held))
+    env = {"REDIS_URL": "redis://127.0.0.1:9/0"}
+    (tmp_path / "sub").mkdir()
+    for name in ("sub/a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(f"# {name}")
+    assert (await run(tmp_path, env=env))[0] == OK
+    (tmp_path / "b.md").write_text("# b, edited")
+    (tmp_path / "c.md").unlink()
+    code, lines = await run(tmp_path, delete=True, env=env)
+    assert code == OK, lines
+    assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "add", "remove"}
+    assert [path for path, held in seen if not held] == []
+    assert leases.held == {}

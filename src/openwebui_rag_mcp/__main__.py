@@ -18,7 +18,9 @@ EXIT_CONFIG = 2
 _EXIT_CODES = """\
 exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 API key refused,
 5 unusable answers from Open WebUI, 6 retrieval probe failed (--deep)
-exit codes of sync: 0 all synced, 1 some files failed (each is named), 2 configuration, 5 the base cannot be read
+exit codes of sync: 0 all synced, 1 some files failed (each is named), 2 configuration, 3 --delete refused (the
+folder holds no file, or more than half and more than 5 of its documents would go; --max-delete N), 5 the base cannot
+be read
 """
 
 
@@ -38,6 +40,16 @@ class _Redacting(logging.Formatter):
             if secret:
                 text = text.replace(secret, "[redacted]")
         return text
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of documents (0 or more)")
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,6 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="sync: say what would change, change nothing")
     parser.add_argument(
         "--delete", action="store_true", help="sync: also remove documents whose file is gone from the folder"
+    )
+    parser.add_argument(
+        "--max-delete",
+        type=_count,
+        metavar="N",
+        help="sync: with --delete, remove at most N documents; without it, a run that would remove more than half "
+        "(and more than 5) of the folder's documents, or any from a folder that holds no file, is refused",
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     parser.add_argument(
@@ -123,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
                 delete=args.delete,
                 say=lambda line: print(line, flush=True),
                 tty=sys.stderr.isatty(),
+                max_delete=args.max_delete,
             )
         )
         sys.exit(code)

@@ -50,7 +50,9 @@ from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 
-OK, SOME_FAILED, UNUSABLE = 0, 1, 5
+OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
+# --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
+DELETE_FEW = 5
 SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
 _DIGEST_CHARS = 12
 _NAME_MAX_BYTES = 200
@@ -398,111 +400,166 @@ class Folders:
 
 
 async def sync(
-    settings: Settings, folder: Path, knowledge_id: str, *, dry_run: bool, delete: bool, say: Say, tty: bool
+    settings: Settings,
+    folder: Path,
+    knowledge_id: str,
+    *,
+    dry_run: bool,
+    delete: bool,
+    say: Say,
+    tty: bool,
+    max_delete: int | None = None,
 ) -> int:
     from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.web import make_locks
 
-    async with running_app(settings) as app:
+    # The server's write locks: with REDIS_URL, the lease of the base that its replicas take too.
+    locks = make_locks(settings)
+    try:
+        async with running_app(settings, locks=locks) as app:
+            return await _sync(
+                app, folder, knowledge_id, dry_run=dry_run, delete=delete, say=say, tty=tty, max_delete=max_delete
+            )
+    finally:
+        await locks.aclose()
+
+
+async def _sync(
+    app: App,
+    folder: Path,
+    knowledge_id: str,
+    *,
+    dry_run: bool,
+    delete: bool,
+    say: Say,
+    tty: bool,
+    max_delete: int | None,
+) -> int:
+    settings = app.settings
+    try:
+        app.check_base(knowledge_id)
+        raw, _ = await app.client.knowledge_files(knowledge_id, None)
+        release = await app.client.release()
+        documents = [normalize.folder_document(item) for item in raw]
+        # Documents an earlier version of this command uploaded under names that carry path and hash (its own
+        # mirrored uploads, marked, can have such a name too: a file called `notes~0123456789ab.md`).
+        unmarked = [item for item, document in zip(raw, documents, strict=True) if not _marked(document)]
+        named = remote_files([normalize.file_item(item) for item in unmarked])
+        mirrored = release.folders and not named
+        if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
+            folder_of = await _folders_of_documents(app, knowledge_id)
+            documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
+    except ToolFailure as failure:
+        say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
+        return UNUSABLE
+    if release.folders and named:
+        say(
+            f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
+            "and content; it goes on naming them that way"
+        )
+    local, skipped = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
+    remote = [RemoteFile(d.file_id, d.path, d.sha256 or "") for d in documents if _marked(d)] if mirrored else named
+    others = [Other(d.path, ((d.path, d.sha256),)) for d in documents if d.sha256 and not _marked(d)]
+    todo = plan(local, remote, skipped, others=others if mirrored else [])
+    uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
+    folders = Folders()
+    to_create: list[str] = []
+    if mirrored and any(file.folder for file in uploads):
         try:
-            app.check_base(knowledge_id)
-            raw, _ = await app.client.knowledge_files(knowledge_id, None)
-            release = await app.client.release()
-            documents = [normalize.folder_document(item) for item in raw]
-            # Documents an earlier version of this command uploaded under names that carry path and hash (its own
-            # mirrored uploads, marked, can have such a name too: a file called `notes~0123456789ab.md`).
-            unmarked = [item for item, document in zip(raw, documents, strict=True) if not _marked(document)]
-            named = remote_files([normalize.file_item(item) for item in unmarked])
-            mirrored = release.folders and not named
-            if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
-                folder_of = await _folders_of_documents(app, knowledge_id)
-                documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
+            to_create = await folders.read(app, knowledge_id, local)
         except ToolFailure as failure:
-            say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
-            return UNUSABLE
-        if release.folders and named:
-            say(
-                f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
-                "and content; it goes on naming them that way"
-            )
-        local, skipped = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
-        remote = [RemoteFile(d.file_id, d.path, d.sha256 or "") for d in documents if _marked(d)] if mirrored else named
-        others = [Other(d.path, ((d.path, d.sha256),)) for d in documents if d.sha256 and not _marked(d)]
-        todo = plan(local, remote, skipped, others=others if mirrored else [])
-        uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
-        folders = Folders()
-        to_create: list[str] = []
-        if mirrored and any(file.folder for file in uploads):
-            try:
-                to_create = await folders.read(app, knowledge_id, local)
-            except ToolFailure as failure:
-                if not dry_run:
-                    say(f"cannot read the folders of knowledge base {knowledge_id}: {failure.message}")
-                    return UNUSABLE
-                say(f"folders to make: unknown ({failure.message})")
-        removals = todo.stale + (todo.gone if delete else [])
-        say(
-            f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
-            f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
-            f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
-        )
-        failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
-        for reason in todo.skipped:
-            say(f"skipped   {reason.shown}: {reason.why}")
-        if dry_run:
-            needed = {path for file in uploads for path in _with_parents(file.folder)}
-            for path in to_create:
-                if path in needed:
-                    say(f"would create   folder {path}")
-            for file in todo.add:
-                say(f"would add      {file.relative}")
-            for file, _ in todo.replace:
-                say(f"would replace  {file.relative}")
-            for file, _ in todo.renamed:
-                say(f"would rename   {file.relative}")
-            for entry in removals:
-                say(f"would remove   {entry.key} ({entry.file_id})")
-            say("dry run: nothing was changed")
-            return SOME_FAILED if failed else OK
-        steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
-        steps += [("replace", file, old) for file, old in todo.replace]
-        total = len(steps) + len(todo.renamed) + len(removals)
-        done = 0
-        succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
-        target = folders if mirrored else None
-        for file, moved in todo.renamed:
-            done += 1
-            content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
-            problem = (
-                content
-                if isinstance(content, Problem)
-                else (await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target, content))
-            )
-            _report(say, tty, done, total, f"rename   {file.relative}", problem)
-            if problem:
-                failed.append(f"{file.relative}: {problem}")
-            else:
-                succeeded["rename"] += 1
-        for action, file, old in steps:
-            done += 1
-            problem = await _replace(app, knowledge_id, file, old, target)
-            _report(say, tty, done, total, f"{action:<8} {file.relative}", problem)
-            if problem:
-                failed.append(f"{file.relative}: {problem}")
-            else:
-                succeeded[action] += 1
+            if not dry_run:
+                say(f"cannot read the folders of knowledge base {knowledge_id}: {failure.message}")
+                return UNUSABLE
+            say(f"folders to make: unknown ({failure.message})")
+    removals = todo.stale + (todo.gone if delete else [])
+    empty = not local and not skipped
+    refusal = _refusal(len(todo.gone), len(remote), max_delete, empty=empty) if delete else None
+    say(
+        f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
+        f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
+        f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
+    )
+    failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
+    for reason in todo.skipped:
+        say(f"skipped   {reason.shown}: {reason.why}")
+    if refusal is not None:
+        say(f"refused: {refusal}; nothing was changed")
+        return REFUSED
+    if dry_run:
+        needed = {path for file in uploads for path in _with_parents(file.folder)}
+        for path in to_create:
+            if path in needed:
+                say(f"would create   folder {path}")
+        for file in todo.add:
+            say(f"would add      {file.relative}")
+        for file, _ in todo.replace:
+            say(f"would replace  {file.relative}")
+        for file, _ in todo.renamed:
+            say(f"would rename   {file.relative}")
         for entry in removals:
-            done += 1
-            problem = await _remove(app, knowledge_id, entry)
-            _report(say, tty, done, total, f"remove   {entry.key}", problem)
-            if problem:
-                failed.append(f"{entry.key}: {problem}")
-            else:
-                succeeded["remove"] += 1
-        say(
-            f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
-            f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
-        )
+            say(f"would remove   {entry.key} ({entry.file_id})")
+        say("dry run: nothing was changed")
         return SOME_FAILED if failed else OK
+    steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
+    steps += [("replace", file, old) for file, old in todo.replace]
+    total = len(steps) + len(todo.renamed) + len(removals)
+    done = 0
+    succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
+    target = folders if mirrored else None
+    for file, moved in todo.renamed:
+        done += 1
+        content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
+        problem = (
+            content
+            if isinstance(content, Problem)
+            else (await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target, content))
+        )
+        _report(say, tty, done, total, f"rename   {file.relative}", problem)
+        if problem:
+            failed.append(f"{file.relative}: {problem}")
+        else:
+            succeeded["rename"] += 1
+    for action, file, old in steps:
+        done += 1
+        problem = await _replace(app, knowledge_id, file, old, target)
+        _report(say, tty, done, total, f"{action:<8} {file.relative}", problem)
+        if problem:
+            failed.append(f"{file.relative}: {problem}")
+        else:
+            succeeded[action] += 1
+    for entry in removals:
+        done += 1
+        problem = await _remove(app, knowledge_id, entry)
+        _report(say, tty, done, total, f"remove   {entry.key}", problem)
+        if problem:
+            failed.append(f"{entry.key}: {problem}")
+        else:
+            succeeded["remove"] += 1
+    say(
+        f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
+        f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
+    )
+    return SOME_FAILED if failed else OK
+
+
+def _refusal(gone: int, held: int, max_delete: int | None, *, empty: bool) -> str | None:
+    """Why --delete may not remove `gone` of the `held` documents of this folder, or None."""
+    if gone == 0 or (max_delete is not None and gone <= max_delete):
+        return None
+    if max_delete is not None:
+        return f"--delete would remove {gone} of this folder's {held} documents, more than --max-delete {max_delete}"
+    if empty:  # an unmounted share or a wrong path looks like a folder whose files are all gone
+        return (
+            f"the folder holds no file (a share not mounted? a wrong path?), so --delete would remove all {gone} of "
+            f"this folder's documents; if that is meant, run again with --max-delete {gone}"
+        )
+    if gone > DELETE_FEW and gone * 2 > held:
+        return (
+            f"--delete would remove {gone} of this folder's {held} documents, more than half; if that is meant, run "
+            f"again with --max-delete {gone}"
+        )
+    return None
 
 
 async def _folders_of_documents(app: App, knowledge_id: str) -> dict[str, str]:
