@@ -47,9 +47,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
 from bench import corpus
+from bench.common import STUB_KEY, TOP_K, Samples, interleaved, live_openwebui, log
 from bench.measure import SCRIPT, BenchError, Direct, Stub, cpu_seconds, mcp_server, median, ms, stub_upstream
 from bench.report import REPO, load_average, machine
-from bench.run import STUB_KEY, TOP_K, Samples, interleaved, log
 from bench.stub import base_id, file_id
 
 DEFAULT_RESULTS = REPO / "bench" / "RESULTS-http.md"
@@ -754,8 +754,6 @@ def live_workload(seeded: corpus.Corpus, mix: bool) -> Workload:
 
 
 async def against_live(cfg: HttpConfig, version: str, docs: int, errlog: TextIO) -> HttpReport:
-    from bench.run import live_openwebui
-
     info: dict[str, Any] = {}
     async with live_openwebui(version, docs, info) as live:
         inst = live.inst
