@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
 import pytest
 
 from openwebui_rag_mcp import locks as locks_module
@@ -170,3 +171,163 @@ async def test_an_unreachable_store_refuses_the_write_before_anything_is_sent() 
         async with locks.hold("kb"):
             pytest.fail("entered without a lease")
     assert (caught.value.code, caught.value.request_sent) == ("upstream_unavailable", False)
+
+
+# -- issue 16: a cancelled write gives its lease back (6), a lost lease is known to its holder (7) ----------------
+
+
+async def test_a_cancelled_write_releases_its_lease() -> None:
+    """The SDK cancels a tool through anyio: the release must still reach the store, or the base stays locked on
+    every replica until the lease runs out."""
+    store = FakeStore(Clock())
+    released: list[str] = []
+    original_release = store.release
+
+    async def release(key: str, token: str) -> bool:
+        await asyncio.sleep(0)  # a real store answers over the network
+        released.append(key)
+        return await original_release(key, token)
+
+    store.release = release  # type: ignore[method-assign]
+    locks = LeaseLocks(store, wait_seconds=5)
+    entered = anyio.Event()
+
+    async def write() -> None:
+        async with locks.hold("kb"):
+            entered.set()
+            await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(write)
+        await entered.wait()
+        group.cancel_scope.cancel()
+    assert released == ["openwebui-rag-mcp:write:kb"]
+    assert store.leases == {}
+
+
+class RenewalFails(FakeStore):
+    """Renewals answer with these results in turn (an exception is raised), then succeed."""
+
+    def __init__(self, clock: Clock, *answers: bool | Exception) -> None:
+        super().__init__(clock)
+        self.answers = list(answers)
+        self.renewed = anyio.Event()
+
+    async def renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        try:
+            if self.answers:
+                answer = self.answers.pop(0)
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
+            return await super().renew(key, token, ttl_ms)
+        finally:
+            if not self.answers:
+                self.renewed.set()
+
+
+async def held_through_renewals(store: RenewalFails, clock: Clock) -> bool:
+    """Hold a lease until the store has given every scripted renewal answer; whether the holder saw it lost."""
+    locks = LeaseLocks(store, wait_seconds=5, ttl_seconds=0.03, clock=clock)
+    async with locks.hold("kb") as lease:
+        assert not lease.lost
+        await store.renewed.wait()
+        await asyncio.sleep(0)
+        return lease.lost
+
+
+async def test_a_renewal_answered_not_yours_loses_the_lease() -> None:
+    clock = Clock()
+    store = RenewalFails(clock, False)
+    locks = LeaseLocks(store, wait_seconds=5, ttl_seconds=0.03, clock=clock)
+    async with locks.hold("kb") as lease:
+        await store.renewed.wait()
+        await asyncio.sleep(0)
+        assert lease.lost
+        with pytest.raises(ToolFailure) as caught:
+            lease.check()
+    assert (caught.value.code, caught.value.request_sent) == ("conflict", False)
+    assert "lost" in caught.value.message
+
+
+async def test_one_transient_renewal_error_within_the_ttl_is_tolerated() -> None:
+    clock = Clock()
+    store = RenewalFails(clock, ConnectionError("blip"), True)
+    assert not await held_through_renewals(store, clock)
+
+
+async def test_two_renewal_errors_in_a_row_lose_the_lease() -> None:
+    clock = Clock()
+    store = RenewalFails(clock, ConnectionError("blip"), ConnectionError("down"))
+    assert await held_through_renewals(store, clock)
+
+
+async def test_a_renewal_error_too_late_in_the_ttl_loses_the_lease() -> None:
+    """No second chance when a retry could not land inside the ttl any more."""
+    clock = Clock()
+
+    class Late(RenewalFails):
+        async def renew(self, key: str, token: str, ttl_ms: int) -> bool:
+            clock.now += 0.025  # the failed renewal took most of the ttl
+            return await super().renew(key, token, ttl_ms)
+
+    assert await held_through_renewals(Late(clock, ConnectionError("slow")), clock)
+
+
+async def test_a_lease_not_renewed_within_its_ttl_counts_as_lost() -> None:
+    """Renewals that stall (a frozen event loop, a hung store) must not leave the holder believing it holds."""
+    clock = Clock()
+    locks = LeaseLocks(FakeStore(clock), wait_seconds=5, ttl_seconds=30, clock=clock)
+    async with locks.hold("kb") as lease:
+        clock.now += 31
+        assert lease.lost
+
+
+async def test_local_locks_are_never_lost() -> None:
+    async with LocalLocks().hold("kb") as lease:
+        lease.check()
+        assert not lease.lost
+
+
+@pytest.mark.parametrize("applied", [True, False])
+async def test_an_acquire_that_failed_after_sending_leaves_no_lease(applied: bool) -> None:
+    """The SET may have reached Redis while its answer was lost: the same token is released before the error."""
+    clock = Clock()
+
+    class AnswerLost(FakeStore):
+        async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+            if applied:
+                await super().acquire(key, token, ttl_ms)
+            raise TimeoutError("no answer")
+
+    store = AnswerLost(clock)
+    with pytest.raises(ToolFailure) as caught:
+        async with LeaseLocks(store, wait_seconds=5, clock=clock).hold("kb"):
+            pytest.fail("entered without a lease")
+    assert caught.value.code == "upstream_unavailable"
+    assert store.leases == {}
+    assert await FakeStore.acquire(store, "openwebui-rag-mcp:write:kb", "another replica", 30_000)  # free
+
+
+async def test_an_acquire_cancelled_in_flight_leaves_no_lease() -> None:
+    clock = Clock()
+    sent = anyio.Event()
+
+    class Slow(FakeStore):
+        async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+            await super().acquire(key, token, ttl_ms)  # applied in Redis; the answer never arrives
+            sent.set()
+            await anyio.sleep_forever()
+            return True
+
+    store = Slow(clock)
+
+    async def write() -> None:
+        async with LeaseLocks(store, wait_seconds=5, clock=clock).hold("kb"):
+            pytest.fail("entered")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(write)
+        await sent.wait()
+        group.cancel_scope.cancel()
+    assert store.leases == {}

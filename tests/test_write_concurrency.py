@@ -25,7 +25,7 @@ from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
-from openwebui_rag_mcp.locks import WriteLocks
+from openwebui_rag_mcp.locks import Lease, WriteLocks
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import make_settings, mock_transport, new_router
 
@@ -194,8 +194,8 @@ async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream:
 class _NoLock:
     """Stands in for the write lock to show the overlap check can fail."""
 
-    async def __aenter__(self) -> None:
-        return None
+    async def __aenter__(self) -> Lease:
+        return Lease()
 
     async def __aexit__(self, *exc: object) -> None:
         return None

@@ -30,6 +30,9 @@ CONTENT_SEARCH = (0, 12, 0)
 FOLDERS = (0, 9, 6)
 FOLDER_PATHS = (0, 12, 0)
 PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants is private; access_control is ignored
+# file/add links a file through the knowledge_file table (0.6.41's join table, paged API from 0.6.42). Before, it
+# rewrote the base's `data.file_ids` (read-modify-write), so a concurrent change could drop a file it acknowledged.
+ATOMIC_ATTACH = (0, 6, 42)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,11 @@ class Release:
     def private_by_default(self) -> bool:
         """A new base is private without saying so. Fails safe: an unreadable version is not taken to be one."""
         return self.known and self.parts >= PRIVATE_BY_DEFAULT
+
+    @property
+    def attach_is_atomic(self) -> bool:
+        """An acknowledged attach stays attached. Fails safe: an unreadable version gets its attach confirmed."""
+        return self.known and self.parts >= ATOMIC_ATTACH
 
     @property
     def known(self) -> bool:

@@ -7,7 +7,13 @@ base's file list by read-modify-write), while writes to other bases go on. Reads
 Across replicas the lock is a Redis lease, as Open WebUI's own: `SET key token NX PX ttl`, renewed while held and
 released only by its holder (compare-and-set in Lua). A replica that dies loses its lease after `ttl`. A lease is not
 a fence: a replica stalled past the ttl could still write, so the writes keep their own checks (duplicate text
-refused, confirmation reads).
+refused, confirmation reads), and the holder learns that its lease was lost (`Lease.check()` before each write
+request) so that it stops instead of writing beside another replica.
+
+Renewal tolerates one transient Redis error, and only while a retry can still land inside the ttl (counted from the
+last renewal Redis confirmed); a second error in a row, an error later than that, or an answer "not yours" loses the
+lease. Giving a lease back is shielded from cancellation and bounded (`RELEASE_SECONDS`): a cancelled write or a
+shutdown frees its base at once instead of after the ttl.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
+import anyio
+
 from openwebui_rag_mcp.errors import ToolFailure
 
 log = logging.getLogger(__name__)
@@ -27,6 +35,44 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 30.0
 _POLL_FIRST = 0.05
 _POLL_MAX = 0.5
+# How long giving a lease back may take before it is left to expire by itself (a cancelled write, a shutdown).
+RELEASE_SECONDS = 5.0
+
+
+class Lease:
+    """A held write lock as its holder sees it. A lease in a shared store can be lost while held (its renewals
+    failed, or it expired and another replica may have taken it): the holder calls `check()` before each write
+    request. An in-process lock (`ttl` None) is never lost."""
+
+    def __init__(
+        self, *, ttl: float | None = None, confirmed_at: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ):
+        self._ttl = ttl
+        self._clock = clock
+        self.confirmed_at = confirmed_at  # when the store last confirmed it (the time its request was sent)
+        self._lost: str | None = None
+
+    def lose(self, why: str) -> None:
+        if self._lost is None:
+            self._lost = why
+
+    @property
+    def lost(self) -> bool:
+        if self._lost is None and self._ttl is not None and self._clock() - self.confirmed_at >= self._ttl:
+            self.lose(f"it was not renewed within its {self._ttl:g} s")
+        return self._lost is not None
+
+    def check(self) -> None:
+        """Raise `conflict` (nothing sent by this check) when the lock is no longer held."""
+        if self.lost:
+            raise ToolFailure(
+                "conflict",
+                f"the shared write lock of this knowledge base (a Redis lease) was lost while the write ran "
+                f"({self._lost}); another replica may be writing to the base, so this write stopped before its next "
+                "request",
+                retryable=True,
+                request_sent=False,
+            )
 
 
 class WriteLocks(Protocol):
@@ -34,7 +80,7 @@ class WriteLocks(Protocol):
 
     shared: bool  # whether other processes see the same locks
 
-    def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]: ...
 
     async def aclose(self) -> None: ...
 
@@ -48,12 +94,12 @@ class LocalLocks:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
-    async def _held(self, key: str) -> AsyncIterator[None]:
+    async def _held(self, key: str) -> AsyncIterator[Lease]:
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                yield
+                yield Lease()
         finally:
             lock, users = self._locks[key]
             if users == 1:
@@ -61,7 +107,7 @@ class LocalLocks:
             else:
                 self._locks[key] = (lock, users - 1)
 
-    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
         return self._held(key)
 
     async def aclose(self) -> None:
@@ -137,33 +183,52 @@ class LeaseLocks:
         self._prefix = prefix
         self._clock = clock
 
-    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
         return self._held(self._prefix + key)
 
     @asynccontextmanager
-    async def _held(self, key: str) -> AsyncIterator[None]:
+    async def _held(self, key: str) -> AsyncIterator[Lease]:
         token = secrets.token_hex(16)
-        await self._acquire(key, token)
-        renewing = asyncio.create_task(self._keep(key, token))
+        lease = Lease(ttl=self._ttl_ms / 1000, confirmed_at=await self._acquire(key, token), clock=self._clock)
+        renewing = asyncio.create_task(self._keep(key, token, lease))
         try:
-            yield
+            yield lease
         finally:
+            # Runs in a cancelled scope when the write was cancelled: every await here is shielded, and bounded.
             renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
-            try:
-                if not await self._store.release(key, token):
-                    log.warning("the write lease %s had expired before its write ended", key)
-            except Exception as error:  # the lease expires by itself
-                log.warning("could not release the write lease %s (%s)", key, type(error).__name__)
+            with anyio.move_on_after(RELEASE_SECONDS, shield=True):
+                await asyncio.gather(renewing, return_exceptions=True)
+            if await self._give_back(key, token) is False and not lease.lost:
+                log.warning("the write lease %s had expired before its write ended", key)
 
-    async def _acquire(self, key: str, token: str) -> None:
+    async def _give_back(self, key: str, token: str) -> bool | None:
+        """Release `token`'s lease, shielded from cancellation and bounded; None when the store did not answer."""
+        with anyio.move_on_after(RELEASE_SECONDS, shield=True):
+            try:
+                return await self._store.release(key, token)
+            except Exception as error:
+                log.warning(
+                    "could not release the write lease %s (%s); it expires by itself", key, type(error).__name__
+                )
+                return None
+        log.warning("releasing the write lease %s took over %g s; it expires by itself", key, RELEASE_SECONDS)
+        return None
+
+    async def _acquire(self, key: str, token: str) -> float:
+        """Take the lease; when the store confirmed it (the time the request was sent, so never later than Redis)."""
         deadline = self._clock() + self._wait
         delay = _POLL_FIRST
         while True:
+            sent_at = self._clock()
             try:
                 if await self._store.acquire(key, token, self._ttl_ms):
-                    return
-            except Exception as error:
+                    return sent_at
+            except BaseException as error:
+                # The SET may have been applied with its answer lost (a timeout, a cancel): give back whatever this
+                # token may hold, or the base stays locked on every replica until the ttl runs out.
+                await self._give_back(key, token)
+                if not isinstance(error, Exception):
+                    raise
                 raise ToolFailure(
                     "upstream_unavailable",
                     f"the shared write lock (Redis, REDIS_URL) could not be reached ({type(error).__name__}); "
@@ -182,15 +247,31 @@ class LeaseLocks:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
 
-    async def _keep(self, key: str, token: str) -> None:
+    async def _keep(self, key: str, token: str, lease: Lease) -> None:
+        """Renew every third of the ttl; mark the lease lost when it is no longer certainly ours."""
+        ttl = self._ttl_ms / 1000
+        interval = ttl / 3
+        failed = False
         while True:
-            await asyncio.sleep(self._ttl_ms / 3000)
+            await asyncio.sleep(interval / 2 if failed else interval)  # after an error, try again sooner
+            sent_at = self._clock()
             try:
-                if not await self._store.renew(key, token, self._ttl_ms):
-                    log.warning("lost the write lease %s while its write was still running", key)
-                    return
+                mine = await self._store.renew(key, token, self._ttl_ms)
             except Exception as error:
-                log.warning("could not renew the write lease %s (%s)", key, type(error).__name__)
+                left = ttl - (self._clock() - lease.confirmed_at)
+                if failed or left <= interval:
+                    lease.lose(f"Redis could not renew it ({type(error).__name__})")
+                    log.warning("lost the write lease %s: could not renew it (%s)", key, type(error).__name__)
+                    return
+                failed = True
+                log.warning("could not renew the write lease %s (%s); trying again", key, type(error).__name__)
+                continue
+            if not mine:
+                lease.lose("it had expired, and another replica may hold it")
+                log.warning("lost the write lease %s while its write was still running", key)
+                return
+            failed = False
+            lease.confirmed_at = sent_at
 
     async def aclose(self) -> None:
         await self._store.aclose()

@@ -29,6 +29,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, FileAdded, KnowledgeCreated
 
 Progress = Callable[[float, float, str], Awaitable[None]]
@@ -124,6 +125,14 @@ def _failed(
     return failure.at(stage, file_id=file_id, outcome=outcome)
 
 
+def _still_held(lease: Lease, stage: Stage, file_id: str | None = None, *, after_upload: bool = False) -> None:
+    """Stop before a write request once the base's lock is lost: another replica may be writing to the base."""
+    try:
+        lease.check()
+    except ToolFailure as failure:
+        raise _failed(failure, stage, file_id, after_upload=after_upload) from None
+
+
 async def _release(app: App, stage: Stage, file_id: str | None = None) -> Release:
     """The release, read before a write begins: failing to read it changes nothing."""
     try:
@@ -148,7 +157,8 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
             outcome="not_applied",
         )
     release = await _release(app, "create")
-    async with app.locks.hold("create"):
+    async with app.locks.hold("create") as lease:
+        _still_held(lease, "create")
         try:
             created = await app.client.create_knowledge(release, name, description)
         except ToolFailure as failure:
@@ -294,8 +304,9 @@ async def upload_to_base(
     `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
     empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
-    async with app.locks.hold(knowledge_id):
+    async with app.locks.hold(knowledge_id) as lease:
         await _check_writable(app, knowledge_id)
+        _still_held(lease, "upload")
         await _tell(progress, 1, 4, "uploading")
         try:
             answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
@@ -308,7 +319,7 @@ async def upload_to_base(
         # A file now exists that did not before. From here the sequence runs to its end, even when the client
         # cancels the call (TypeScript clients give up after 60 s): it adds the file or removes it again.
         with anyio.CancelScope(shield=True):
-            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
+            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
         try:
             await checkpoint()
         except anyio.get_cancelled_exc_class():
@@ -342,6 +353,7 @@ async def _process_and_attach(
     text: str | None,
     progress: Progress,
     upload: Upload,
+    lease: Lease,
 ) -> Uploaded:
     """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
     even that fails, named in the error)."""
@@ -355,6 +367,10 @@ async def _process_and_attach(
     content = text if text is not None else extracted or ""
 
     await _tell(progress, 3, 4, "attaching")
+    try:
+        lease.check()  # deleting the file again is safe without the lock: it touches no base's file list
+    except ToolFailure as failure:
+        raise await _discard(app, file_id, failure, "attach") from None
     try:
         await app.client.add_file(knowledge_id, file_id, upload.folder_id)
     except ToolFailure as failure:
@@ -376,8 +392,42 @@ async def _process_and_attach(
             f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
             "knowledge_files."
         ) from None
+    if not release.attach_is_atomic:
+        await _confirm_attached(app, knowledge_id, file_id)
     await _tell(progress, 4, 4, "done")
     return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
+
+
+async def _confirm_attached(app: App, knowledge_id: str, file_id: str) -> None:
+    """Before 0.6.42 an attach rewrites the base's file list (read-modify-write), so a concurrent change (another
+    program, or a replica whose lease was lost) can drop the file while Open WebUI answers 200: read the list back."""
+    try:
+        files, _ = await app.client.knowledge_files(knowledge_id, None)
+        listed = any(f.file_id == file_id for f in normalize.file_records(files))
+    except ToolFailure as failure:
+        raise _failed(failure, "attach", file_id, after_upload=True).explained(
+            f" Open WebUI accepted the attach, but whether knowledge base {knowledge_id} lists the file {file_id} "
+            "could not be read (before 0.6.42 a concurrent change can drop it); check with knowledge_files."
+        ) from None
+    if listed:
+        return
+    dropped = ToolFailure(
+        "upstream_error",
+        f"Open WebUI accepted attaching the file, but knowledge base {knowledge_id} does not list it: before 0.6.42 "
+        "it rewrites a base's file list on every change, and a concurrent change dropped it.",
+    )
+    note = " Its text may still be in the base's search index; check with knowledge_files before adding it again."
+    try:
+        await app.client.delete_file(file_id)
+    except ToolFailure as problem:
+        log.warning("knowledge_add: could not remove the uploaded file %s again (%s)", file_id, problem.message)
+        raise dropped.at("attach", file_id=file_id, outcome="partial_or_unknown").explained(
+            f" The uploaded file {file_id} could not be removed again ({problem.code}): delete it in Open WebUI." + note
+        ) from None
+    log.warning("knowledge_add: removed the uploaded file %s again after: %s", file_id, dropped.message)
+    raise dropped.at("attach", outcome="partial_or_unknown").explained(
+        f" The uploaded file {file_id} was removed again." + note
+    )
 
 
 async def _listed(app: App, knowledge_id: str, file_id: str) -> bool | None:
@@ -413,7 +463,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     app.check_base(knowledge_id)
     _check_text(text, "text", TEXT_MAX_CHARS)
     release = await _release(app, "update", file_id)
-    async with app.locks.hold(knowledge_id):
+    async with app.locks.hold(knowledge_id) as lease:
         files = await _require_member(app, knowledge_id, file_id, "update")
         # Open WebUI refuses identical text twice in one base, but only after the file's text has changed:
         # refuse first, while nothing has.
@@ -428,8 +478,9 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
                 outcome="not_applied",
                 existing_file_id=holder,
             )
+        _still_held(lease, "update", file_id)
         with anyio.CancelScope(shield=True):  # the text and the index change together, even when cancelled
-            await _replace_text(app, release, knowledge_id, file_id, text)
+            await _replace_text(app, release, knowledge_id, file_id, text, lease)
     if release.content_update_reindexes:
         note = "The text belongs to the file: every knowledge base holding this file_id now has the new text."
     else:
@@ -443,7 +494,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     )
 
 
-async def _replace_text(app: App, release: Release, knowledge_id: str, file_id: str, text: str) -> None:
+async def _replace_text(app: App, release: Release, knowledge_id: str, file_id: str, text: str, lease: Lease) -> None:
     try:
         if not isinstance(await app.client.update_file_text(file_id, text), dict):
             raise normalize.unexpected("the answer to a text update")
@@ -451,6 +502,7 @@ async def _replace_text(app: App, release: Release, knowledge_id: str, file_id: 
         raise _failed(failure, "update", file_id) from None
     if not release.content_update_reindexes:
         try:
+            lease.check()
             await app.client.reindex_file(knowledge_id, file_id)
         except ToolFailure as failure:
             note = (
@@ -480,9 +532,10 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
             file_id=file_id,
             outcome="not_applied",
         )
-    async with app.locks.hold(knowledge_id):
+    async with app.locks.hold(knowledge_id) as lease:
         if app.allowed_bases() is not None:  # under an allowlist, never touch a file no allowed base holds
             await _require_member(app, knowledge_id, file_id, "unlink")
+        _still_held(lease, "unlink", file_id)
         try:
             await app.client.remove_file(knowledge_id, file_id)
         except ToolFailure as failure:

@@ -1,0 +1,203 @@
+"""Issue 16, defect 7: a write whose base lock (a Redis lease) was lost stops before its next write request, and on
+releases whose attach is read-modify-write (before 0.6.42) an acknowledged attach is confirmed by reading the base.
+
+The lock is a stand-in whose lease the test loses at a chosen request, so nothing here depends on timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult
+
+from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.locks import Lease
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import make_settings, mock_transport, new_router
+from tests.test_writes import (
+    FILE,
+    KB,
+    REMOVED_AGAIN,
+    TEXT,
+    UPDATE_ARGS,
+    Upstream,
+    add_args,
+    answer,
+    error_of,
+    ok_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class LosableLocks:
+    """Write locks whose one lease the test can lose (as a failed Redis renewal would)."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        self.lease = Lease()
+        self.held = 0
+
+    @asynccontextmanager
+    async def _held(self) -> AsyncIterator[Lease]:
+        self.held += 1
+        yield self.lease
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
+        return self._held()
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
+    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
+
+
+async def call_with(upstream: Upstream, locks: LosableLocks, tool: str, args: dict[str, Any]) -> CallToolResult:
+    settings = make_settings()
+    client = OpenWebUIClient(settings, transport=mock_transport(upstream.router))
+    app = App(settings=settings, client=client, locks=locks)
+    try:
+        async with Client(create_server(settings, shared=lambda: app), raise_exceptions=True) as session:
+            return await session.call_tool(tool, args)
+    finally:
+        await client.aclose()
+
+
+def losing(locks: LosableLocks, then: Any) -> Any:
+    """A route effect that loses the lease while Open WebUI answers this request."""
+
+    def effect(request: httpx.Request) -> httpx.Response:
+        locks.lease.lose("the test lost it")
+        response: httpx.Response = then(request) if callable(then) else then
+        return response
+
+    return effect
+
+
+# -- 7a: a lost lease stops the write --------------------------------------------------------------------------
+
+
+async def test_a_lease_lost_before_the_upload_sends_nothing() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    upstream.base.side_effect = losing(locks, upstream._base)
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "upload", "not_applied", None)
+    assert "lost" in error.message
+    assert upstream.upload.call_count == 0
+
+
+async def test_a_lease_lost_while_processing_stops_before_the_attach_and_removes_the_file() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    upstream.status.side_effect = losing(locks, httpx.Response(200, json={"status": "completed"}))
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "attach", "not_applied", None)
+    assert REMOVED_AGAIN.search(error.message), error.message
+    assert upstream.add.call_count == 0
+    assert upstream.delete.call_count == 1
+
+
+async def test_a_lease_lost_while_processing_names_a_file_that_could_not_be_removed() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    upstream.status.side_effect = losing(locks, httpx.Response(200, json={"status": "completed"}))
+    upstream.delete.side_effect = answer(500, text="Internal Server Error")
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "attach", "partial_or_unknown", FILE)
+    assert upstream.add.call_count == 0
+
+
+async def test_a_lease_lost_before_an_update_changes_nothing() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    upstream.hold(FILE, TEXT)
+    upstream.files.side_effect = losing(locks, upstream._files)
+    error = error_of(await call_with(upstream, locks, "knowledge_update", UPDATE_ARGS))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "update", "not_applied", FILE)
+    assert upstream.content.call_count == 0
+
+
+async def test_a_lease_lost_between_the_text_and_the_reindex_is_partial() -> None:
+    upstream, locks = Upstream(new_router(), release="0.6.43"), LosableLocks()
+    upstream.hold(FILE, TEXT)
+    upstream.content.side_effect = losing(locks, upstream._content)
+    error = error_of(await call_with(upstream, locks, "knowledge_update", UPDATE_ARGS))
+    assert (error.code, error.stage, error.outcome) == ("conflict", "reindex", "partial_or_unknown")
+    assert "knowledge_update again" in error.message
+    assert upstream.reindex.call_count == 0
+
+
+async def test_a_lease_lost_before_a_removal_changes_nothing() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    upstream.hold(FILE, TEXT)
+    locks.lease.lose("the test lost it")
+    error = error_of(await call_with(upstream, locks, "knowledge_delete", {"knowledge_id": KB, "file_id": FILE}))
+    assert (error.code, error.stage, error.outcome) == ("conflict", "unlink", "not_applied")
+    assert upstream.remove.call_count == 0
+
+
+async def test_a_held_lease_changes_nothing_in_a_write() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    added = ok_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert added["file_id"] == FILE
+    assert locks.held == 1
+
+
+# -- 7b: before 0.6.42 an acknowledged attach is confirmed ----------------------------------------------------------
+
+
+async def test_an_attach_overwritten_by_a_concurrent_change_is_an_error_before_0_6_42() -> None:
+    """0.6.5 attaches by read-modify-write of the base's file list: a concurrent writer can drop the file while
+    Open WebUI answers 200. The server reads the base again and says so."""
+    upstream, locks = Upstream(new_router(), release="0.6.5"), LosableLocks()
+    upstream.add.side_effect = upstream._knowledge  # acknowledged, but the base's list lost the file
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome) == ("upstream_error", "attach", "partial_or_unknown")
+    assert "does not list" in error.message
+    assert upstream.add.call_count == 1
+    assert upstream.delete.call_count == 1  # no file stranded in no base
+    assert all(member["id"] != FILE for member in upstream.members)
+
+
+async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42() -> None:
+    upstream, locks = Upstream(new_router(), release="0.6.5"), LosableLocks()
+    reads = 0
+
+    def base(request: httpx.Request) -> httpx.Response:
+        nonlocal reads
+        reads += 1
+        return upstream._knowledge(request) if reads == 1 else httpx.Response(500, text="Internal Server Error")
+
+    upstream.base.side_effect = base
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome, error.file_id) == (
+        "upstream_error",
+        "attach",
+        "partial_or_unknown",
+        FILE,
+    )
+    assert "knowledge_files" in error.message
+    assert upstream.delete.call_count == 0  # it may be in the base: never removed blind
+
+
+async def test_a_confirmed_attach_succeeds_before_0_6_42() -> None:
+    upstream, locks = Upstream(new_router(), release="0.6.5"), LosableLocks()
+    added = ok_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert added["file_id"] == FILE
+    assert upstream.base.call_count == 2  # the check before, and the confirmation after
+
+
+async def test_no_confirmation_read_from_0_6_42() -> None:
+    upstream, locks = Upstream(new_router(), release="0.6.43"), LosableLocks()
+    ok_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert upstream.files.call_count == 0
+    assert upstream.base.call_count == 1
