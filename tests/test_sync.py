@@ -4,6 +4,7 @@ interrupted replacement is finished by the next run, --dry-run changes nothing, 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -35,7 +36,7 @@ def test_keys_are_safe_bounded_and_keep_the_extension() -> None:
     assert key_of("README") == ("README", "")
     key, extension = key_of("深/" * 100 + "x.md")
     assert extension == ".md"
-    assert len(f"{key}~{'0' * 12}{extension}".encode()) <= 200
+    assert len(f"{key}~{'s' * 32}~{'0' * 12}{extension}".encode()) <= 200  # with the longest source id
 
 
 def test_the_plan(tmp_path: Path) -> None:
@@ -49,13 +50,16 @@ def test_the_plan(tmp_path: Path) -> None:
     old_b = hashlib.sha256(b"B1").hexdigest()[:12]
     remote = remote_files(
         [
-            item("f-a", synced_name(by_path["a.md"])),
-            item("f-b-old", f"b~{old_b}.md"),
-            item("f-d", synced_name(by_path["c/d.txt"])),
-            item("f-d-older", "c_d~" + "1" * 12 + ".txt"),  # left over by an interrupted replacement
-            item("f-gone", f"gone~{'2' * 12}.md"),
+            item("f-a", synced_name(by_path["a.md"], "src1")),
+            item("f-b-old", f"b~src1~{old_b}.md"),
+            item("f-d", synced_name(by_path["c/d.txt"], "src1")),
+            item("f-d-older", "c_d~src1~" + "1" * 12 + ".txt"),  # left over by an interrupted replacement
+            item("f-gone", f"gone~src1~{'2' * 12}.md"),
+            item("f-other", f"gone2~src2~{'3' * 12}.md"),  # another folder's: never touched
+            item("f-earlier", f"gone3~{'4' * 12}.md"),  # named like an earlier version's files: never touched
             item("f-mine", "my_own_upload.md"),  # not uploaded by sync: never touched
-        ]
+        ],
+        "src1",
     )
     todo = plan(local, remote, refused)
     assert [file.relative for file in todo.add] == ["new.csv"]
@@ -129,7 +133,8 @@ class Base:
 
     def expected(self, folder: Path) -> list[str]:
         local = scan(folder, 10**6)[0]
-        return sorted(file.relative if self.mirrored else synced_name(file) for file in local)
+        source = sync_module.folder_source(folder, None, create=False).id or ""
+        return sorted(file.relative if self.mirrored else synced_name(file, source) for file in local)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
         asked = request.url.params.get("directory_id")
@@ -326,7 +331,9 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     (tmp_path / "a.md").write_text("# two")
     # As if the previous run stopped after adding the new version and before removing the old one:
     local = scan(tmp_path, 10**6)[0]
-    name, metadata = ("a.md", {"synced_by": SYNCED_BY}) if base.mirrored else (synced_name(local[0]), {})
+    source = sync_module.folder_source(tmp_path, None, create=False).id or ""
+    mark = {"synced_by": SYNCED_BY, "sync_source": source}
+    name, metadata = ("a.md", mark) if base.mirrored else (synced_name(local[0], source), {})
     upload = writes.Upload(name, b"# two", "text/markdown", metadata)
     from openwebui_rag_mcp.server import running_app
 
@@ -353,8 +360,8 @@ def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:
     """Open WebUI refuses the same text twice in one base: a rename removes the old document before adding."""
     (tmp_path / "new-name.md").write_text("same words")
     local, refused = scan(tmp_path, 10**6)
-    old_name = synced_name(local[0]).replace("new-name", "old-name")
-    todo = plan(local, remote_files([item("f-old", old_name)]), refused)
+    old_name = synced_name(local[0], "src1").replace("new-name", "old-name")
+    todo = plan(local, remote_files([item("f-old", old_name)], "src1"), refused)
     assert todo.add == []
     assert [(file.relative, entry.file_id) for file, entry in todo.renamed] == [("new-name.md", "f-old")]
     assert todo.gone == []
@@ -430,18 +437,20 @@ async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Ba
 
 
 async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base, tmp_path: Path) -> None:
+    """This folder synced the base by names before Open WebUI had folders: it goes on that way."""
     (tmp_path / "a.md").write_text("# A")
     (tmp_path / "b.md").write_text("# B")
+    (tmp_path / sync_module.SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
     local = {file.relative: file for file in scan(tmp_path, 10**6)[0]}
     from openwebui_rag_mcp.server import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload(synced_name(local["a.md"]), b"# A", "text/markdown", {})
+        upload = writes.Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", {})
         await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     code, lines = await run(tmp_path)
     assert code == OK
     assert "goes on naming them that way" in lines[0]
-    assert mirror.names() == sorted(synced_name(file) for file in local.values())
+    assert mirror.names() == sorted(synced_name(file, "handbook1") for file in local.values())
     assert mirror.folders == {}
 
 
@@ -707,3 +716,128 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "add", "remove"}
     assert [path for path, held in seen if not held] == []
     assert leases.held == {}
+
+
+# -- which folder a document is from: the source id (issue 16) -------------------------------------------------------
+
+
+async def test_two_folders_synced_into_one_base_leave_each_other_alone(base: Base, tmp_path: Path) -> None:
+    """Two people's folders in one base: each run (with --delete too) manages only its own folder's documents, a
+    file with the same bytes as the other folder's is not taken from it, and the plan says the others are there."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, names in ((first, ("a.md", "shared.md")), (second, ("b.md", "elsewhere.md"))):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("# the same words in both" if name in ("shared.md", "elsewhere.md") else name)
+    assert (await run(first))[0] == OK
+    firsts = dict(base.members)
+
+    code, lines = await run(second, delete=True)
+    assert code == OK, lines
+    assert firsts.items() <= base.members.items()  # none removed, none renamed away
+    assert any("2 document(s) synced from other folders" in line for line in lines), lines
+    assert "already in the base as shared" in skipped_lines(lines)["elsewhere.md"]
+    seconds = set(base.members) - set(firsts)
+    assert len(seconds) == 1
+
+    calls = len(base.router.calls)
+    code, lines = await run(second, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, [])
+    code, lines = await run(first, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, [])
+    assert seconds <= set(base.members)
+
+
+async def test_a_document_filed_by_hand_under_an_old_synced_name_is_not_the_commands(
+    base: Base, tmp_path: Path
+) -> None:
+    """Only the mark the command writes with this folder's source id makes a document its own: a name that looks
+    like an old synced name neither switches a base with folders to names nor is removed by --delete."""
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        upload = writes.Upload("report~0123456789ab.md", b"# filed by hand", "text/markdown", {})
+        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+    theirs = set(base.members)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "sub" / "b.md").write_text("# B")
+    code, lines = await run(tmp_path, delete=True)
+    assert code == OK, lines
+    assert not any("naming them that way" in line for line in lines), lines
+    assert theirs <= set(base.members)
+    if base.mirrored:
+        assert "sub/b.md" in base.names()
+    calls = len(base.router.calls)
+    code, lines = await run(tmp_path, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, []), lines
+    assert theirs <= set(base.members)
+
+
+async def test_documents_of_an_earlier_version_without_a_source_are_held_never_removed(
+    base: Base, tmp_path: Path
+) -> None:
+    """Marked by a version of the command that wrote no source id: the same path with the same bytes is held; none
+    is removed by --delete, and none is taken by the rename rule."""
+    for name in ("keep.md", "gone.md", "moved.md"):
+        (tmp_path / name).write_text(f"# {name}")
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        for file in scan(tmp_path, 10**6)[0]:
+            legacy = f"{file.key}~{file.sha256[:12]}{file.extension}"
+            name, metadata = (file.relative, {"synced_by": SYNCED_BY}) if base.mirrored else (legacy, {})
+            upload = writes.Upload(name, file.path.read_bytes(), "text/markdown", metadata)
+            await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+    earlier, calls = dict(base.members), len(base.router.calls)
+    (tmp_path / "gone.md").unlink()
+    (tmp_path / "moved.md").rename(tmp_path / "renamed.md")
+    code, lines = await run(tmp_path, delete=True)
+    assert code == OK, lines
+    assert (base.members, writes_since(base, calls)) == (earlier, [])
+    assert any("3 document(s) from an earlier version" in line for line in lines), lines
+    assert "already in the base" in skipped_lines(lines)["renamed.md"]
+
+
+async def test_a_folder_that_cannot_keep_its_source_id_needs_source(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only folder cannot keep the id the first run makes: the run stops before any change and asks for
+    --source; with it, the folder is synced and settles, and its documents carry that id."""
+    (tmp_path / "a.md").write_text("# A")
+    real_open = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(os.fsdecode(path)).name == sync_module.SOURCE_FILE and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    code, lines = await run(tmp_path)
+    assert code == sync_module.UNUSABLE, lines
+    assert any("--source" in line and "Read-only file system" in line for line in lines), lines
+    assert base.router.calls == []  # stopped before asking Open WebUI anything
+    code, lines = await run(tmp_path, source="handbook-ro")
+    assert code == OK, lines
+    (file_id,) = base.members
+    if base.mirrored:
+        assert base.files[file_id]["meta"]["data"]["sync_source"] == "handbook-ro"
+    else:
+        assert "~handbook-ro~" in base.files[file_id]["filename"]
+    calls = len(base.router.calls)
+    assert (await run(tmp_path, source="handbook-ro", delete=True))[0] == OK
+    assert writes_since(base, calls) == []
+    assert not (tmp_path / sync_module.SOURCE_FILE).exists()
+
+
+async def test_the_first_real_run_keeps_a_source_id_in_the_folder(base: Base, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path, dry_run=True)
+    assert code == OK, lines
+    assert not (tmp_path / sync_module.SOURCE_FILE).exists()  # a dry run writes nothing, not even the id
+    assert (await run(tmp_path))[0] == OK
+    kept = (tmp_path / sync_module.SOURCE_FILE).read_text()
+    source = kept.split()[-1]
+    assert len(source) == 8
+    assert (await run(tmp_path))[0] == OK
+    assert (tmp_path / sync_module.SOURCE_FILE).read_text() == kept

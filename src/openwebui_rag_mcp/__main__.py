@@ -20,7 +20,7 @@ exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 A
 5 unusable answers from Open WebUI, 6 retrieval probe failed (--deep)
 exit codes of sync: 0 all synced, 1 some files failed (each is named), 2 configuration, 3 --delete refused (the
 folder holds no file, or more than half and more than 5 of its documents would go; --max-delete N), 5 the base cannot
-be read
+be read, or the folder's source id cannot be read or kept (--source ID)
 """
 
 
@@ -52,6 +52,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _source_id(text: str) -> str:
+    from openwebui_rag_mcp.sync import is_source_id
+
+    if not is_source_id(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use 1 to 32 letters, digits, - and _, starting with a letter or digit"
+        )
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="openwebui-rag-mcp",
@@ -80,6 +90,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="N",
         help="sync: with --delete, remove at most N documents; without it, a run that would remove more than half "
         "(and more than 5) of the folder's documents, or any from a folder that holds no file, is refused",
+    )
+    parser.add_argument(
+        "--source",
+        type=_source_id,
+        metavar="ID",
+        help="sync: this folder's id in the base (1 to 32 letters, digits, - and _), the same on every run; by "
+        "default a random one the first run keeps in the folder's .openwebui-rag-mcp-sync (give it when the folder "
+        "cannot be written)",
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     parser.add_argument(
@@ -143,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
                 say=lambda line: print(line, flush=True),
                 tty=sys.stderr.isatty(),
                 max_delete=args.max_delete,
+                source=args.source,
             )
         )
         sys.exit(code)

@@ -6,7 +6,18 @@ A run:
 - replaces changed ones (the new version is added first, then the old one removed, so an interrupted run leaves at
   most an extra old version, which the next run removes),
 - leaves unchanged ones alone (compared by the SHA-256 of their bytes),
-- and removes documents whose file is gone only with `--delete`.
+- and removes documents whose file is gone only with `--delete`, within a bound: a run that would remove any
+  document while the folder holds no file (an unmounted share, a wrong path), or more than half of this folder's
+  documents and more than DELETE_FEW, is refused before any change (exit 3) unless `--max-delete N` allows it.
+
+**Whose documents.** Several folders (people, machines) may sync into one base, so every document records the folder
+it came from: a source id, random (8 hex digits), made by the folder's first run that is not a dry run and kept in
+the folder's hidden SOURCE_FILE, or given with `--source ID` (a folder that cannot be written: then a run without it
+stops with exit 5 rather than guess). A path is no identity: it moves with the mount. A run manages only documents
+carrying its folder's id in the mark the command itself wrote, never one recognised by a name pattern alone (anyone
+can file `report~0123456789ab.md` by hand). Every other document (another folder's, an earlier version's without a
+source id, anyone's) is never replaced, renamed or removed; a file at its path with its bytes counts as held, and a
+file whose bytes it holds is skipped (Open WebUI would refuse the text twice). The plan says how many there are.
 
 A file the run skips (over OPENWEBUI_UPLOAD_MAX_BYTES, empty, a link, unreadable, a name the base cannot keep, in a
 folder that cannot be read) is named on a `skipped` line and is still there: its documents stay as they are, never
@@ -15,19 +26,20 @@ holds already (another file of the folder, a document that stays) is skipped too
 by itself (empty files, copies) do not change the exit code, so an unchanged folder settles at exit 0 with no write;
 the others (too large, a link, unreadable, its name) exit 1, as a failed upload does.
 
-A second run changes nothing. Documents the base holds that this command did not upload are never touched. Writes go
-through the same client, write lock and error model as the tools; Open WebUI extracts the text.
+A second run changes nothing. Writes go through the same client, write locks (with REDIS_URL, the Redis lease of the
+base that the server's replicas take) and error model as the tools; Open WebUI extracts the text.
 
-How the base says which version of which file it holds depends on the release:
+How the base says which version of which file it holds, and whose it is, depends on the release:
 
 - **Open WebUI 0.9.6 and later** (bases with folders): the base mirrors the folder, each file under its own name in
   an Open WebUI folder of the same path. Open WebUI's own folder sync comparison (`sync/diff`) gives the base's
   folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the SHA-256 of every upload
   (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12, and from the folder
-  lists before. Uploads carry `synced_by` in their metadata: that is how the command knows its own documents.
-- **Older releases**, and bases synced before by an older version of this command: each file is uploaded under a
-  name that carries its path and the first 12 hex digits of its SHA-256 (`notes_todo~3f2a9c0d1e4b.md`), since
-  older releases keep no folders and some no upload metadata.
+  lists before. Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
+- **Older releases**, and bases this folder synced that way before Open WebUI had folders: each file is uploaded
+  under a name that carries its path, the folder's source id and the first 12 hex digits of its SHA-256
+  (`notes_todo~5b0a20f4~3f2a9c0d1e4b.md`), since older releases keep no folders and 0.6.5 no upload metadata: the
+  name is the mark. Names without a source id (`notes_todo~3f2a9c0d1e4b.md`) are an earlier version's, or anyone's.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ import hashlib
 import mimetypes
 import os
 import re
+import secrets
 import stat
 import sys
 from collections.abc import Callable, Sequence
@@ -54,9 +67,15 @@ OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
 DELETE_FEW = 5
 SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
+SOURCE_KEY = "sync_source"  # next to it: the id of the folder it came from
+SOURCE_FILE = ".openwebui-rag-mcp-sync"  # in the synced folder (hidden, so never synced itself): the folder's id
+_SOURCE_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}"
 _DIGEST_CHARS = 12
 _NAME_MAX_BYTES = 200
-_SYNCED_NAME = re.compile(r"^(?P<key>.+)~(?P<digest>[0-9a-f]{12})(?P<extension>\.[A-Za-z0-9]{1,10})?$")
+# `key~source~digest.ext`; `key~digest.ext` from versions that wrote no source id. Keys never hold a `~`.
+_SYNCED_NAME = re.compile(
+    rf"^(?P<key>[^~]+)~(?:(?P<source>{_SOURCE_ID})~)?(?P<digest>[0-9a-f]{{12}})(?P<extension>\.[A-Za-z0-9]{{1,10}})?$"
+)
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 
 
@@ -146,12 +165,94 @@ def key_of(relative: str) -> tuple[str, str]:
     base = stem if has_extension else relative
     suffix = f".{extension.lower()}" if has_extension else ""
     key = safe_filename(base.replace("/", "_")).removesuffix(".md")
-    room = 200 - len(f"~{'0' * _DIGEST_CHARS}{suffix}".encode())
+    room = 200 - len(f"~{'s' * 32}~{'0' * _DIGEST_CHARS}{suffix}".encode())  # room for the longest source id
     return key.encode()[:room].decode("utf-8", "ignore").strip("_") or "document", suffix
 
 
-def synced_name(local: LocalFile) -> str:
-    return f"{local.key}~{local.digest}{local.extension}"
+def synced_name(local: LocalFile, source: str) -> str:
+    return f"{local.key}~{source}~{local.digest}{local.extension}"
+
+
+def is_source_id(text: str) -> bool:
+    return re.fullmatch(_SOURCE_ID, text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Which folder this run syncs, as its documents record it."""
+
+    id: str | None  # None: a dry run in a folder that has none yet (then nothing in the base is its)
+    note: str | None = None  # a line to say
+
+
+class SourceError(Exception):
+    """The folder's source id cannot be read or kept."""
+
+
+def folder_source(folder: Path, given: str | None, *, create: bool) -> Source:
+    """The folder's source id: `given` (--source), else the one kept in its SOURCE_FILE, else (when `create`) a
+    new random one, kept there. A path is no identity: the folder may be mounted elsewhere, or synced from another
+    machine."""
+    path = folder / SOURCE_FILE
+    if given is not None and not is_source_id(given):
+        raise SourceError(f"--source {given!r}: use 1 to 32 letters, digits, - and _, starting with a letter or digit")
+    try:
+        kept = _read_source(path)
+    except (OSError, ValueError) as error:
+        if given is not None:
+            return Source(given, f"note: {path} could not be read ({_error_text(error)}); using --source {given}")
+        raise SourceError(
+            f"cannot read this folder's source id from {path} ({_error_text(error)}): fix or remove that file, or "
+            "give the id with --source ID"
+        ) from None
+    if given is not None:
+        return Source(given, None if kept in (None, given) else f"note: {path} says {kept}; using --source {given}")
+    if kept is not None:
+        return Source(kept)
+    if not create:
+        return Source(
+            None, f"this folder has no source id yet ({SOURCE_FILE}): none of the base's documents counts as its own"
+        )
+    new = secrets.token_hex(4)
+    try:
+        _write_source(path, new)
+    except FileExistsError:  # another run made it meanwhile
+        return folder_source(folder, None, create=False)
+    except OSError as error:
+        raise SourceError(
+            f"cannot keep this folder's source id in {path} ({_why(error)}): give one with --source ID (1 to 32 "
+            "letters, digits, - and _; the same on every run of this folder)"
+        ) from None
+    return Source(new, f"this folder's source id is {new} (kept in {path})")
+
+
+def _read_source(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    if len(lines) != 1 or not is_source_id(lines[0]):
+        raise ValueError("it holds no source id")
+    return lines[0]
+
+
+def _write_source(path: Path, source: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(
+                "# openwebui-rag-mcp sync: the id of this folder in the knowledge bases it is synced to. Keep it with\n"
+                "# the folder; a copy synced on its own needs its own (delete this file in the copy).\n"
+                f"{source}\n"
+            )
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _error_text(error: Exception) -> str:
+    return _why(error) if isinstance(error, OSError) else str(error)
 
 
 def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[LocalFile], list[Skipped]]:
@@ -239,13 +340,22 @@ def _unkeepable(relative: str) -> str | None:
     return None
 
 
-def remote_files(items: list[FileItem]) -> list[RemoteFile]:
-    """The base's documents this command uploaded (recognised by their names); others are ignored."""
+def parse_name(name: str) -> tuple[str, str, str | None] | None:
+    """(key with extension, digest, source id or None) of a name in the name scheme, or None."""
+    match = _SYNCED_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return match["key"] + (match["extension"] or ""), match["digest"], match["source"]
+
+
+def remote_files(items: list[FileItem], source: str) -> list[RemoteFile]:
+    """The base's documents this command uploaded for the folder `source` under the name scheme; others are
+    ignored."""
     remote: list[RemoteFile] = []
     for item in items:
-        match = _SYNCED_NAME.fullmatch(item.filename or "")
-        if match:
-            remote.append(RemoteFile(item.file_id, match["key"] + (match["extension"] or ""), match["digest"]))
+        parsed = parse_name(item.filename or "")
+        if parsed is not None and parsed[2] == source:
+            remote.append(RemoteFile(item.file_id, parsed[0], parsed[1]))
     return remote
 
 
@@ -409,138 +519,251 @@ async def sync(
     say: Say,
     tty: bool,
     max_delete: int | None = None,
+    source: str | None = None,
 ) -> int:
     from openwebui_rag_mcp.server import running_app
     from openwebui_rag_mcp.web import make_locks
 
+    try:
+        origin = folder_source(folder, source, create=not dry_run)
+    except SourceError as error:
+        say(str(error))
+        return UNUSABLE
+    if origin.note:
+        say(origin.note)
     # The server's write locks: with REDIS_URL, the lease of the base that its replicas take too.
     locks = make_locks(settings)
     try:
         async with running_app(settings, locks=locks) as app:
-            return await _sync(
-                app, folder, knowledge_id, dry_run=dry_run, delete=delete, say=say, tty=tty, max_delete=max_delete
-            )
+            run = _Run(app, folder, knowledge_id, origin.id, say, tty)
+            return await run.sync(dry_run=dry_run, delete=delete, max_delete=max_delete)
     finally:
         await locks.aclose()
 
 
-async def _sync(
-    app: App,
-    folder: Path,
-    knowledge_id: str,
-    *,
-    dry_run: bool,
-    delete: bool,
-    say: Say,
-    tty: bool,
-    max_delete: int | None,
-) -> int:
-    settings = app.settings
-    try:
-        app.check_base(knowledge_id)
-        raw, _ = await app.client.knowledge_files(knowledge_id, None)
-        release = await app.client.release()
-        documents = [normalize.folder_document(item) for item in raw]
-        # Documents an earlier version of this command uploaded under names that carry path and hash (its own
-        # mirrored uploads, marked, can have such a name too: a file called `notes~0123456789ab.md`).
-        unmarked = [item for item, document in zip(raw, documents, strict=True) if not _marked(document)]
-        named = remote_files([normalize.file_item(item) for item in unmarked])
-        mirrored = release.folders and not named
-        if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
-            folder_of = await _folders_of_documents(app, knowledge_id)
-            documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
-    except ToolFailure as failure:
-        say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
-        return UNUSABLE
-    if release.folders and named:
-        say(
-            f"knowledge base {knowledge_id} holds files an earlier version of this command named after their path "
-            "and content; it goes on naming them that way"
-        )
-    local, skipped = scan(folder, settings.upload_max_bytes, mirrored=mirrored)
-    remote = [RemoteFile(d.file_id, d.path, d.sha256 or "") for d in documents if _marked(d)] if mirrored else named
-    others = [Other(d.path, ((d.path, d.sha256),)) for d in documents if d.sha256 and not _marked(d)]
-    todo = plan(local, remote, skipped, others=others if mirrored else [])
-    uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
-    folders = Folders()
-    to_create: list[str] = []
-    if mirrored and any(file.folder for file in uploads):
+@dataclass
+class _Base:
+    """What the base holds, as this folder's run sees it."""
+
+    mirrored: bool
+    kept_names: bool  # the release has folders, but the base goes on with the name scheme for this folder
+    ours: list[RemoteFile] = field(default_factory=list)  # this folder's documents
+    others: list[Other] = field(default_factory=list)
+    from_other_folders: int = 0
+    from_earlier_versions: int = 0  # marked without a source id, or named the old way (or like it)
+
+
+async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
+    app.check_base(knowledge_id)
+    raw, _ = await app.client.knowledge_files(knowledge_id, None)
+    release = await app.client.release()
+    documents = [normalize.folder_document(item) for item in raw]
+    # The base goes on with the name scheme only when it holds this folder's documents under it (a base synced
+    # before Open WebUI had folders); a name alone, which anyone can give a file, never decides.
+    named_ours = source is not None and any(_named_by(d, source) for d in documents)
+    mirrored = release.folders and not named_ours
+    if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
+        folder_of = await _folders_of_documents(app, knowledge_id)
+        documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
+    base = _Base(mirrored, release.folders and named_ours)
+    for document in documents:
+        parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
+        if source is not None and mirrored and _marked(document) and _source_of(document) == source:
+            base.ours.append(RemoteFile(document.file_id, document.path, document.sha256 or ""))
+            continue
+        if source is not None and not mirrored and parsed is not None and parsed[2] == source:
+            base.ours.append(RemoteFile(document.file_id, parsed[0], parsed[1]))
+            continue
+        names = [(document.path, document.sha256)] if document.sha256 else []
+        names += [(parsed[0], parsed[1])] if parsed else []
+        base.others.append(Other(document.path, tuple(names)))
+        owner = _source_of(document) if _marked(document) else parsed[2] if parsed else None
+        if owner is not None and owner != source:
+            base.from_other_folders += 1
+        elif owner is None and (_marked(document) or parsed):
+            base.from_earlier_versions += 1
+    return base
+
+
+def _source_of(document: normalize.FolderDocument) -> str | None:
+    """The source id in a mirrored upload's mark, or None (an earlier version wrote none)."""
+    source = document.upload_metadata.get(SOURCE_KEY)
+    return source if isinstance(source, str) and source else None
+
+
+def _named_by(document: normalize.FolderDocument, source: str) -> bool:
+    """Whether the document is this folder's under the name scheme (its name carries the folder's source id)."""
+    parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
+    return parsed is not None and parsed[2] == source
+
+
+@dataclass
+class _Run:
+    """One run of the command: the folder, the base, and how to write to it."""
+
+    app: App
+    folder: Path
+    knowledge_id: str
+    source: str | None
+    say: Say
+    tty: bool
+    folders: Folders = field(default_factory=Folders)
+    mirrored: bool = False
+
+    async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
+        say, app, knowledge_id = self.say, self.app, self.knowledge_id
         try:
-            to_create = await folders.read(app, knowledge_id, local)
+            base = await _read_base(app, knowledge_id, self.source)
         except ToolFailure as failure:
-            if not dry_run:
-                say(f"cannot read the folders of knowledge base {knowledge_id}: {failure.message}")
-                return UNUSABLE
-            say(f"folders to make: unknown ({failure.message})")
-    removals = todo.stale + (todo.gone if delete else [])
-    empty = not local and not skipped
-    refusal = _refusal(len(todo.gone), len(remote), max_delete, empty=empty) if delete else None
-    say(
-        f"{folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
-        f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
-        f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
-    )
-    failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
-    for reason in todo.skipped:
-        say(f"skipped   {reason.shown}: {reason.why}")
-    if refusal is not None:
-        say(f"refused: {refusal}; nothing was changed")
-        return REFUSED
-    if dry_run:
+            say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
+            return UNUSABLE
+        self.mirrored = base.mirrored
+        if base.kept_names:
+            say(
+                f"knowledge base {knowledge_id} holds files this folder's earlier runs named after their path and "
+                "content; it goes on naming them that way"
+            )
+        local, skipped = scan(self.folder, app.settings.upload_max_bytes, mirrored=base.mirrored)
+        todo = plan(local, base.ours, skipped, others=base.others)
+        uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
+        to_create: list[str] = []
+        if base.mirrored and any(file.folder for file in uploads):
+            try:
+                to_create = await self.folders.read(app, knowledge_id, local)
+            except ToolFailure as failure:
+                if not dry_run:
+                    say(f"cannot read the folders of knowledge base {knowledge_id}: {failure.message}")
+                    return UNUSABLE
+                say(f"folders to make: unknown ({failure.message})")
+        removals = todo.stale + (todo.gone if delete else [])
+        empty = not local and not skipped
+        refusal = _refusal(len(todo.gone), len(base.ours), max_delete, empty=empty) if delete else None
+        say(
+            f"{self.folder}: {len(local)} file(s); knowledge base {knowledge_id}: {len(todo.add)} to add, "
+            f"{len(todo.replace)} to replace, {len(todo.renamed)} renamed, {len(todo.unchanged)} unchanged, "
+            f"{len(todo.gone)} gone from the folder" + ("" if delete else " (kept; --delete removes them)")
+        )
+        others = [
+            f"{count} document(s) {what}"
+            for count, what in (
+                (base.from_other_folders, "synced from other folders"),
+                (base.from_earlier_versions, "from an earlier version of this command (or named like its files)"),
+            )
+            if count
+        ]
+        if others:
+            say(
+                f"knowledge base {knowledge_id} also holds {' and '.join(others)}: this folder's runs never replace, "
+                "rename or remove them"
+            )
+        failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
+        for reason in todo.skipped:
+            say(f"skipped   {reason.shown}: {reason.why}")
+        if refusal is not None:
+            say(f"refused: {refusal}; nothing was changed")
+            return REFUSED
+        if dry_run:
+            self._say_plan(todo, removals, to_create, uploads)
+            return SOME_FAILED if failed else OK
+        return await self._apply(todo, removals, failed)
+
+    def _say_plan(self, todo: Plan, removals: list[RemoteFile], to_create: list[str], uploads: list[LocalFile]) -> None:
         needed = {path for file in uploads for path in _with_parents(file.folder)}
         for path in to_create:
             if path in needed:
-                say(f"would create   folder {path}")
+                self.say(f"would create   folder {path}")
         for file in todo.add:
-            say(f"would add      {file.relative}")
+            self.say(f"would add      {file.relative}")
         for file, _ in todo.replace:
-            say(f"would replace  {file.relative}")
+            self.say(f"would replace  {file.relative}")
         for file, _ in todo.renamed:
-            say(f"would rename   {file.relative}")
+            self.say(f"would rename   {file.relative}")
         for entry in removals:
-            say(f"would remove   {entry.key} ({entry.file_id})")
-        say("dry run: nothing was changed")
-        return SOME_FAILED if failed else OK
-    steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
-    steps += [("replace", file, old) for file, old in todo.replace]
-    total = len(steps) + len(todo.renamed) + len(removals)
-    done = 0
-    succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
-    target = folders if mirrored else None
-    for file, moved in todo.renamed:
-        done += 1
-        content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
-        problem = (
-            content
-            if isinstance(content, Problem)
-            else (await _remove(app, knowledge_id, moved) or await _put(app, knowledge_id, file, target, content))
+            self.say(f"would remove   {entry.key} ({entry.file_id})")
+        self.say("dry run: nothing was changed")
+
+    async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str]) -> int:
+        steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
+        steps += [("replace", file, old) for file, old in todo.replace]
+        total = len(steps) + len(todo.renamed) + len(removals)
+        done = 0
+        succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
+
+        def count(action: str, what: str, name: str, problem: Problem | None) -> None:
+            _report(self.say, self.tty, done, total, f"{action:<8} {name}", problem)
+            if problem:
+                failed.append(f"{name}: {problem}")
+            else:
+                succeeded[what] += 1
+
+        for file, moved in todo.renamed:
+            done += 1
+            count("rename", "rename", file.relative, await self._rename(file, moved))
+        for action, file, old in steps:
+            done += 1
+            count(action, action, file.relative, await self._replace(file, old))
+        for entry in removals:
+            done += 1
+            count("remove", "remove", entry.key, await self._remove(entry))
+        self.say(
+            f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
+            f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
         )
-        _report(say, tty, done, total, f"rename   {file.relative}", problem)
-        if problem:
-            failed.append(f"{file.relative}: {problem}")
-        else:
-            succeeded["rename"] += 1
-    for action, file, old in steps:
-        done += 1
-        problem = await _replace(app, knowledge_id, file, old, target)
-        _report(say, tty, done, total, f"{action:<8} {file.relative}", problem)
-        if problem:
-            failed.append(f"{file.relative}: {problem}")
-        else:
-            succeeded[action] += 1
-    for entry in removals:
-        done += 1
-        problem = await _remove(app, knowledge_id, entry)
-        _report(say, tty, done, total, f"remove   {entry.key}", problem)
-        if problem:
-            failed.append(f"{entry.key}: {problem}")
-        else:
-            succeeded["remove"] += 1
-    say(
-        f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
-        f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
-    )
-    return SOME_FAILED if failed else OK
+        return SOME_FAILED if failed else OK
+
+    async def _rename(self, file: LocalFile, moved: RemoteFile) -> Problem | None:
+        content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
+        if isinstance(content, Problem):
+            return content
+        return await self._remove(moved) or await self._put(file, content)
+
+    async def _replace(self, file: LocalFile, old: list[RemoteFile]) -> Problem | None:
+        """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never
+        none. When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to
+        hold that text twice: then that old version goes first."""
+        content = _read_again(file)
+        if isinstance(content, Problem):
+            return content
+        problem = await self._put(file, content)
+        holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
+        if problem is not None and problem.code == "duplicate_content" and holder is not None:
+            problem = await self._remove(holder) or await self._put(file, content)
+            old = [entry for entry in old if entry is not holder]
+        for entry in old:
+            problem = problem or await self._remove(entry)
+        return problem
+
+    async def _put(self, file: LocalFile, content: bytes) -> Problem | None:
+        """Upload one file into the base (into its folder, made first where missing, when the base mirrors the
+        folder), marked with this folder's source id: in its metadata when mirrored, else in its name (Open WebUI
+        0.6.5 keeps no upload metadata)."""
+        assert self.source is not None  # only a dry run has none, and it writes nothing
+        app, knowledge_id = self.app, self.knowledge_id
+        try:
+            folder_id = await self.folders.id_of(app, knowledge_id, file.folder) if self.mirrored else None
+        except ToolFailure as failure:
+            return Problem.of(failure, "could not make its folder in the base: ")
+        name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file, self.source)
+        metadata = {"title": file.relative, "source": file.relative}
+        if file.mirrored:
+            metadata |= {"synced_by": SYNCED_BY, SOURCE_KEY: self.source}
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        upload = Upload(name, content, content_type, metadata, folder_id)
+        try:
+            await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
+        except ToolFailure as failure:
+            return Problem.of(failure)
+        return None
+
+    async def _remove(self, entry: RemoteFile) -> Problem | None:
+        """Take a document this command uploaded for this folder out of the base, and delete its file (it belongs
+        to no one else)."""
+        try:
+            async with self.app.locks.hold(self.knowledge_id):
+                await self.app.client.remove_file(self.knowledge_id, entry.file_id, delete_file=True)
+        except ToolFailure as failure:
+            return Problem.of(failure)
+        return None
 
 
 def _refusal(gone: int, held: int, max_delete: int | None, *, empty: bool) -> str | None:
@@ -576,25 +799,6 @@ def _marked(document: normalize.FolderDocument) -> bool:
     return document.upload_metadata.get("synced_by") == SYNCED_BY
 
 
-async def _replace(
-    app: App, knowledge_id: str, file: LocalFile, old: list[RemoteFile], folders: Folders | None
-) -> Problem | None:
-    """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never none.
-    When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to hold that text
-    twice: then that old version goes first."""
-    content = _read_again(file)
-    if isinstance(content, Problem):
-        return content
-    problem = await _put(app, knowledge_id, file, folders, content)
-    holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
-    if problem is not None and problem.code == "duplicate_content" and holder is not None:
-        problem = await _remove(app, knowledge_id, holder) or await _put(app, knowledge_id, file, folders, content)
-        old = [entry for entry in old if entry is not holder]
-    for entry in old:
-        problem = problem or await _remove(app, knowledge_id, entry)
-    return problem
-
-
 def _with_parents(path: str) -> list[str]:
     """ "a/b/c" -> ["a", "a/b", "a/b/c"]; "" (the top of the base) -> []."""
     parts = path.split("/") if path else []
@@ -621,34 +825,6 @@ def _read_again(file: LocalFile) -> bytes | Problem:
     if hashlib.sha256(content).hexdigest() != file.sha256:
         return Problem("changed", "the file changed while it was synced; run again")
     return content
-
-
-async def _put(app: App, knowledge_id: str, file: LocalFile, folders: Folders | None, content: bytes) -> Problem | None:
-    """Upload one file into the base (into its folder, made first where missing, when the base mirrors the folder)."""
-    try:
-        folder_id = None if folders is None else await folders.id_of(app, knowledge_id, file.folder)
-    except ToolFailure as failure:
-        return Problem.of(failure, "could not make its folder in the base: ")
-    name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file)
-    metadata = {"title": file.relative, "source": file.relative} | ({"synced_by": SYNCED_BY} if file.mirrored else {})
-    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    try:
-        await upload_to_base(
-            app, knowledge_id, Upload(name, content, content_type, metadata, folder_id), _quiet, text=None, tool="sync"
-        )
-    except ToolFailure as failure:
-        return Problem.of(failure)
-    return None
-
-
-async def _remove(app: App, knowledge_id: str, entry: RemoteFile) -> Problem | None:
-    """Take a document this command uploaded out of the base, and delete its file (it belongs to no one else)."""
-    try:
-        async with app.locks.hold(knowledge_id):
-            await app.client.remove_file(knowledge_id, entry.file_id, delete_file=True)
-    except ToolFailure as failure:
-        return Problem.of(failure)
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from openwebui_rag_mcp.compat import Release
-from openwebui_rag_mcp.sync import scan, synced_name
+from openwebui_rag_mcp.sync import SOURCE_FILE, folder_source, scan, synced_name
 from tests.live.stdio import SCRIPT
 
 FILES = 52
@@ -147,7 +147,7 @@ def expected_names(folder: Path, mirrored: bool) -> list[str]:
     """One identity per file of the folder, computed here: its path and the SHA-256 of its bytes where the base
     mirrors the folder; else the name the sync command gives it, ending as the brief says, with the first 12 hex
     digits of that SHA-256 and its extension."""
-    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    files = sorted(path for path in folder.rglob("*") if path.is_file() and path.name != SOURCE_FILE)
     if mirrored:
         return sorted(
             f"{path.relative_to(folder).as_posix()}#{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
@@ -155,7 +155,8 @@ def expected_names(folder: Path, mirrored: bool) -> list[str]:
         )
     local, refused = scan(folder, 10**9)
     assert refused == [], refused
-    names = sorted(synced_name(file) for file in local)
+    source = folder_source(folder, None, create=False).id or "not-synced-yet"  # the first run keeps one
+    names = sorted(synced_name(file, source) for file in local)
     assert len(names) == len(files)
     endings = sorted(f"~{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}{path.suffix}" for path in files)
     assert sorted(name[name.rindex("~") :] for name in names) == endings
@@ -350,7 +351,9 @@ def expected_name_of(inst: Instance, folder: Path, path: Path) -> str:
         return f"{path.relative_to(folder).as_posix()}#{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
     local, _ = scan(folder, 10**9)
     (file,) = [item for item in local if item.path == path]
-    return synced_name(file)
+    source = folder_source(folder, None, create=False).id
+    assert source is not None  # kept in the folder by the first run
+    return synced_name(file, source)
 
 
 @pytest.mark.parametrize("flags", [(), ("--dry-run",)])
