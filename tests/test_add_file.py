@@ -17,7 +17,8 @@ from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.writes import FileSource, add_file
+from openwebui_rag_mcp.localfiles import FileSource
+from openwebui_rag_mcp.writes import add_file
 from tests.conftest import make_settings, mock_transport, new_router
 from tests.test_writes import FILE, KB, Upstream, answer, full_file
 

@@ -216,6 +216,42 @@ def test_missing_url_and_key_and_an_empty_allowlist_messages() -> None:
     ]
 
 
+SYSTEM_DIRECTORY = "a system directory (/, or /proc, /sys, /dev or a directory in them)"
+
+
+@pytest.mark.parametrize("raw", ["/", "/proc", "/proc/self", "/sys", "/sys/kernel", "/dev", "/dev/shm", "/tmp/../dev"])
+def test_system_directories_are_never_upload_directories(raw: str, tmp_path: Path) -> None:
+    """Their files are pseudo-files and devices, and /proc/self/environ holds the API key."""
+    problems = problems_of({**VALID, "OPENWEBUI_UPLOAD_DIRS": f"{tmp_path},{raw}"})
+    assert problems == [
+        f"OPENWEBUI_UPLOAD_DIRS names {raw!r}, {SYSTEM_DIRECTORY}; list the directories that hold your documents"
+    ]
+
+
+def test_a_link_to_a_system_directory_is_refused_too(tmp_path: Path) -> None:
+    (tmp_path / "docs").symlink_to("/proc", target_is_directory=True)
+    problems = problems_of({**VALID, "OPENWEBUI_UPLOAD_DIRS": str(tmp_path / "docs")})
+    assert len(problems) == 1
+    assert SYSTEM_DIRECTORY in problems[0]
+
+
+def test_directories_that_only_look_like_system_ones_are_allowed(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "devices").mkdir()
+    settings = load_settings({**VALID, "OPENWEBUI_UPLOAD_DIRS": f"{tmp_path / 'proc'},{tmp_path / 'devices'}"})
+    assert settings.upload_dirs == (str(tmp_path.resolve() / "proc"), str(tmp_path.resolve() / "devices"))
+
+
+def test_script_exits_2_for_a_system_upload_directory() -> None:
+    result = run_script(env={**VALID, "OPENWEBUI_UPLOAD_DIRS": "/proc"})
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode().splitlines() == [
+        "openwebui-rag-mcp: configuration error: OPENWEBUI_UPLOAD_DIRS names '/proc', "
+        f"{SYSTEM_DIRECTORY}; list the directories that hold your documents"
+    ]
+
+
 def test_every_settings_field_is_declared_by_exactly_one_variable() -> None:
     names = [variable.name for variable in VARIABLES]
     assert len(names) == len(set(names))

@@ -344,13 +344,23 @@ def _redis_url(reading: _Reading, variable: Variable) -> SecretStr | None:
     return SecretStr(raw)
 
 
+# Never an upload directory: their files are the system's, not documents (/proc/self/environ holds the API key),
+# and many are pseudo-files or devices.
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+
+
 def _upload_dirs(reading: _Reading, variable: Variable) -> tuple[str, ...]:
     import os
 
     dirs: list[str] = []
     for raw in _names(reading, variable.name):
         resolved = os.path.realpath(os.path.expanduser(raw))
-        if not os.path.isdir(resolved):
+        if resolved == "/" or any(resolved == system or resolved.startswith(f"{system}/") for system in _SYSTEM_DIRS):
+            reading.problems.append(
+                f"{variable.name} names {raw!r}, a system directory (/, or /proc, /sys, /dev or a directory in them); "
+                "list the directories that hold your documents"
+            )
+        elif not os.path.isdir(resolved):
             reading.problems.append(f"{variable.name} names {raw!r}, which is not a directory")
         dirs.append(resolved)
     return tuple(dict.fromkeys(dirs))

@@ -7,19 +7,14 @@ on failure says which stage failed, which file exists because of it, and whether
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
 import json
 import logging
 import mimetypes
-import os
 import re
-import stat
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,6 +24,8 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
+from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, FileAdded, KnowledgeCreated
 
@@ -565,15 +562,6 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 
 
-@dataclass(frozen=True, slots=True)
-class FileSource:
-    """Where a file's bytes come from: a local `path` or `content_base64` with a `filename`."""
-
-    path: str | None
-    content_base64: str | None
-    filename: str | None
-
-
 def upload_name(original: str, title: str | None) -> str:
     """The name a file is uploaded under: safe, bounded in bytes, with its original extension (Open WebUI chooses
     how to extract by it)."""
@@ -584,92 +572,6 @@ def upload_name(original: str, title: str | None) -> str:
     base = safe_filename(title or (stem if has_extension else original)).removesuffix(".md")
     base = base.encode()[: FILENAME_MAX_BYTES - len(suffix.encode())].decode("utf-8", "ignore").strip("_") or "document"
     return base + suffix
-
-
-def _refuse(message: str, code: ErrorCode = "invalid_argument") -> ToolFailure:
-    return ToolFailure(code, message, stage="upload", outcome="not_applied", request_sent=False)
-
-
-def read_source(app: App, source: FileSource) -> tuple[str, bytes]:
-    """(original filename, bytes) of a file to add, after every check that needs no request: which source, the
-    allowed directories (symlinks and `..` resolved first), the kind of file and the size limit. Messages name the
-    rule and the path as given, never the file's content."""
-    limit = app.settings.upload_max_bytes
-    if (source.path is None) == (source.content_base64 is None):
-        raise _refuse("give exactly one of path (a local file) or content_base64 (with filename)")
-    if source.content_base64 is not None:
-        if not source.filename or not source.filename.strip():
-            raise _refuse("content_base64 needs a filename (with its extension, e.g. report.pdf)")
-        encoded = source.content_base64
-        # Base64 is 4 characters per 3 bytes (line breaks aside): refuse a clearly oversized file before decoding it.
-        if len(encoded) > (limit // 3 + 1) * 4 * 1.1 + 1024:
-            raise _refuse(f"the file is larger than {limit:,} bytes (OPENWEBUI_UPLOAD_MAX_BYTES)", "too_large")
-        try:
-            content = base64.b64decode("".join(encoded.split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise _refuse("content_base64 is not valid base64") from None
-        if len(content) > limit:
-            raise _refuse(
-                f"the file is {len(content):,} bytes; the limit is {limit:,} (OPENWEBUI_UPLOAD_MAX_BYTES)", "too_large"
-            )
-        if not content:
-            raise _refuse("the file is empty")
-        return source.filename.strip(), content
-    assert source.path is not None
-    return source.path.rsplit("/", 1)[-1], _read_local(app, source.path)
-
-
-def _read_local(app: App, given: str) -> bytes:
-    settings = app.settings
-    if settings.transport != "stdio":
-        raise _refuse(
-            "path is refused over the HTTP transport (the server's disk is not the caller's); send content_base64",
-            "forbidden",
-        )
-    if not settings.upload_dirs:
-        raise _refuse(
-            "reading local files is switched off: no directory is listed in OPENWEBUI_UPLOAD_DIRS; send "
-            "content_base64, or ask the operator to list the directory",
-            "forbidden",
-        )
-    if "\x00" in given:
-        raise _refuse("path contains a NUL character")
-    resolved = Path(os.path.realpath(os.path.expanduser(given)))  # symlinks and ".." resolved before the check
-    if not any(resolved.is_relative_to(allowed) for allowed in settings.upload_dirs):
-        raise _refuse(
-            f"path {given!r} is outside the directories in OPENWEBUI_UPLOAD_DIRS (after resolving links and '..')",
-            "forbidden",
-        )
-    try:
-        info = resolved.stat()
-    except FileNotFoundError:
-        raise _refuse(f"path {given!r} does not exist", "not_found") from None
-    except OSError as error:
-        raise _refuse(
-            f"path {given!r} cannot be read ({error.strerror or type(error).__name__})", "forbidden"
-        ) from None
-    if stat.S_ISDIR(info.st_mode):
-        raise _refuse(f"path {given!r} is a directory; give one file (the sync command adds folders)")
-    if not stat.S_ISREG(info.st_mode):
-        raise _refuse(f"path {given!r} is not a regular file (a FIFO, socket or device is never read)")
-    limit = settings.upload_max_bytes
-    if info.st_size > limit:
-        raise _refuse(
-            f"path {given!r} is {info.st_size:,} bytes; the limit is {limit:,} (OPENWEBUI_UPLOAD_MAX_BYTES)",
-            "too_large",
-        )
-    try:
-        with resolved.open("rb") as handle:
-            content = handle.read(limit + 1)
-    except OSError as error:
-        raise _refuse(
-            f"path {given!r} cannot be read ({error.strerror or type(error).__name__})", "forbidden"
-        ) from None
-    if len(content) > limit:
-        raise _refuse(f"path {given!r} grew past {limit:,} bytes while it was read", "too_large")
-    if not content:
-        raise _refuse(f"path {given!r} is empty")
-    return content
 
 
 async def add_file(
@@ -685,7 +587,7 @@ async def add_file(
     if title is not None:
         title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
     extra = check_metadata(metadata)
-    original, content = read_source(app, source)
+    original, content = await read_source(app.settings, source)
     filename = upload_name(original, title)
     shown_title = title or original
     content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
