@@ -8,7 +8,8 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -19,6 +20,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from openwebui_rag_mcp import web
 from openwebui_rag_mcp.config import Settings, load_settings
 from openwebui_rag_mcp.web import build_app
 from tests.conftest import BASE_URL, mock_transport, new_router
@@ -83,10 +85,17 @@ def free_port() -> int:
 @asynccontextmanager
 async def serving(router: respx.Router, **env: str) -> AsyncIterator[str]:
     """The HTTP transport on a loopback port; yields its base URL."""
+    async with serving_at(router, time.monotonic, **env) as base:
+        yield base
+
+
+@asynccontextmanager
+async def serving_at(router: respx.Router, clock: Callable[[], float], **env: str) -> AsyncIterator[str]:
+    """`serving`, with the credential check's clock."""
     port = free_port()
     settings = settings_for(**env)
     config = uvicorn.Config(
-        build_app(settings, transport=mock_transport(router)),
+        build_app(settings, transport=mock_transport(router), clock=clock),
         host="127.0.0.1",
         port=port,
         log_config=None,
@@ -280,3 +289,185 @@ def test_per_caller_http_needs_no_api_key_and_service_mode_needs_tokens() -> Non
         settings_for(OPENWEBUI_MCP_AUTH="service", OPENWEBUI_API_KEY=SERVICE_KEY)
     with pytest.raises(Exception, match="OPENWEBUI_API_KEY is not set"):
         load_settings({"OPENWEBUI_URL": BASE_URL})  # stdio still needs it
+
+
+# -- issue 16, defect 13: edges of the HTTP transport -----------------------------------------------------------------
+
+
+def credential_checks(router: respx.Router) -> list[str | None]:
+    """The credentials Open WebUI was asked to accept (the cheap authorised read), in order."""
+    return [caller_of(c.request) for c in router.calls if c.request.url.path == "/api/v1/knowledge/"]
+
+
+def sse_result(answer: httpx.Response) -> dict[str, object]:
+    """The JSON-RPC result in a Streamable HTTP answer (one SSE event, or plain JSON)."""
+    for line in answer.text.splitlines():
+        if line.startswith("data:"):
+            message: dict[str, object] = json.loads(line.removeprefix("data:"))
+            return message
+    parsed: dict[str, object] = answer.json()
+    return parsed
+
+
+@pytest.mark.parametrize(
+    "foreign", [{"Host": "evil.example.com"}, {"Origin": "https://evil.example.com"}], ids=["host", "origin"]
+)
+async def test_a_foreign_host_or_origin_costs_no_upstream_request(foreign: dict[str, str]) -> None:
+    router = openwebui()
+    async with serving(router) as base:
+        answer = await post_mcp(base, {"Authorization": f"Bearer {STRANGER}", **foreign})
+    assert answer.status_code == (421 if "Host" in foreign else 403)
+    assert credential_checks(router) == []
+
+
+async def test_failed_credentials_are_limited_per_client_without_asking_open_webui() -> None:
+    router = openwebui()
+    now = [1000.0]
+    async with serving_at(router, lambda: now[0]) as base:
+        assert (await post_mcp(base, {"Authorization": f"Bearer {ALICE}"})).status_code == 200
+        for number in range(web.FAILURES_PER_CLIENT):
+            answer = await post_mcp(base, {"Authorization": f"Bearer sk-guess-{number:020d}"})
+            assert answer.status_code == 401
+        asked = len(credential_checks(router))
+        limited = await post_mcp(base, {"Authorization": f"Bearer sk-guess-{'x' * 20}"})
+        also_limited = await post_mcp(base, {"Authorization": f"Bearer {BOB}"})  # good, but never checked yet
+        still_admitted = await post_mcp(base, {"Authorization": f"Bearer {ALICE}"})  # checked before: no cost
+        elsewhere = await post_mcp(base, {"Authorization": f"Bearer {BOB}", "X-Forwarded-For": "10.0.0.7"})
+        assert len(credential_checks(router)) == asked + 1  # only the other client's check reached Open WebUI
+        now[0] += web.FAILURE_WINDOW_SECONDS
+        later = await post_mcp(base, {"Authorization": f"Bearer {BOB}"})
+    assert asked == 1 + web.FAILURES_PER_CLIENT
+    for answer in (limited, also_limited):
+        assert answer.status_code == 429
+        assert 1 <= int(answer.headers["retry-after"]) <= web.FAILURE_WINDOW_SECONDS
+    assert (still_admitted.status_code, elsewhere.status_code, later.status_code) == (200, 200, 200)
+
+
+async def test_failed_credentials_are_limited_overall(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(web, "FAILURES_OVERALL", 2 * web.FAILURES_PER_CLIENT)  # fewer requests, same rule
+    router = openwebui()
+    async with serving(router) as base:
+        for number in range(web.FAILURES_OVERALL):
+            client = {"X-Forwarded-For": f"10.1.{number // 250}.{number % 250}"}
+            answer = await post_mcp(base, {"Authorization": f"Bearer sk-guess-{number:020d}", **client})
+            assert answer.status_code == 401
+        asked = len(credential_checks(router))
+        limited = await post_mcp(base, {"Authorization": f"Bearer {ALICE}", "X-Forwarded-For": "10.2.0.1"})
+    assert asked == web.FAILURES_OVERALL
+    assert limited.status_code == 429
+    assert len(credential_checks(router)) == asked
+
+
+async def test_a_refused_credential_is_remembered_briefly() -> None:
+    router = openwebui()
+    async with serving(router) as base:
+        for _ in range(3):
+            assert (await post_mcp(base, {"Authorization": f"Bearer {STRANGER}"})).status_code == 401
+    assert credential_checks(router) == [STRANGER]
+
+
+@pytest.mark.parametrize("token", ["sk-ключ-0123456789", "sk-caf\u00e9-0123456789", "sk-\u2603"])
+async def test_a_token_that_is_not_ascii_is_401_without_a_traceback(
+    token: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    router = openwebui()
+    async with serving(router) as base, httpx.AsyncClient(trust_env=False) as http:
+        answer = await http.post(
+            f"{base}/mcp",
+            content=b"{}",
+            headers=[
+                (b"content-type", b"application/json"),
+                (b"accept", b"application/json, text/event-stream"),
+                (b"authorization", b"Bearer " + token.encode()),
+            ],
+        )
+    assert answer.status_code == 401
+    assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert credential_checks(router) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+WRITES = {"knowledge_create", "knowledge_add", "knowledge_add_file", "knowledge_update", "knowledge_delete"}
+
+
+@pytest.mark.parametrize(
+    ("value", "read_only"),
+    [
+        *[(word, True) for word in ("1", "true", "yes", "on", "ON", "True")],
+        *[(word, False) for word in ("0", "false", "no", "off", "", None)],
+    ],
+)
+async def test_the_read_only_header_reads_the_configurations_words(value: str | None, read_only: bool) -> None:
+    router = openwebui()
+    header = {} if value is None else {"X-OpenWebUI-Read-Only": value}
+    async with serving(router) as base:
+        answer = await post_mcp(base, {"Authorization": f"Bearer {ALICE}", **header})
+    assert answer.status_code == 200
+    result = sse_result(answer)["result"]
+    assert isinstance(result, dict)
+    names = {tool["name"] for tool in result["tools"]}
+    assert ("knowledge_list" in names, bool(names & WRITES)) == (True, not read_only)
+
+
+@pytest.mark.parametrize("value", ["y", "n", "maybe", "enabled", "2"])
+async def test_a_read_only_header_that_is_not_a_yes_or_no_is_400(value: str) -> None:
+    router = openwebui()
+    async with serving(router) as base:
+        answer = await post_mcp(base, {"Authorization": f"Bearer {ALICE}", "X-OpenWebUI-Read-Only": value})
+    assert answer.status_code == 400
+    assert "X-OpenWebUI-Read-Only" in answer.json()["error"]
+
+
+PREFLIGHT = {
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version",
+}
+
+
+@pytest.mark.parametrize(
+    ("origin", "env"),
+    [
+        ("http://localhost:5173", {}),
+        ("https://chat.example.com", {"OPENWEBUI_MCP_ALLOWED_ORIGINS": "https://chat.example.com"}),
+    ],
+)
+async def test_a_browser_client_from_an_allowed_origin_is_served(origin: str, env: dict[str, str]) -> None:
+    router = openwebui()
+    async with serving(router, **env) as base, httpx.AsyncClient(trust_env=False) as http:
+        preflight = await http.options(f"{base}/mcp", headers={"Origin": origin, **PREFLIGHT})
+        refused = await post_mcp(base, {"Origin": origin})
+        served = await post_mcp(base, {"Origin": origin, "Authorization": f"Bearer {ALICE}"})
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == origin
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    allowed = {name.strip().lower() for name in preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "mcp-protocol-version", "x-openwebui-read-only"} <= allowed
+    assert "origin" in preflight.headers["vary"].lower()
+    for answer in (refused, served):  # the page may read the answer, the challenge included
+        assert answer.headers["access-control-allow-origin"] == origin
+        assert "mcp-session-id" in answer.headers["access-control-expose-headers"].lower()
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"].lower()
+    assert (refused.status_code, served.status_code) == (401, 200)
+    assert credential_checks(router) == [ALICE]  # the preflight asked nothing
+
+
+async def test_a_preflight_from_a_foreign_origin_is_refused() -> None:
+    router = openwebui()
+    async with serving(router) as base, httpx.AsyncClient(trust_env=False) as http:
+        preflight = await http.options(f"{base}/mcp", headers={"Origin": "https://evil.example.com", **PREFLIGHT})
+    assert preflight.status_code == 403
+    assert "access-control-allow-origin" not in preflight.headers
+    assert credential_checks(router) == []
+
+
+async def test_health_over_http_shows_no_upstream_url_or_allowlist() -> None:
+    router = openwebui()
+    async with serving(router, OPENWEBUI_KNOWLEDGE_IDS="kb-alice,kb-secret") as base, mcp_client(base, ALICE) as client:
+        health = await client.call_tool("knowledge_health", {})
+    assert not health.is_error
+    body = health.structured_content
+    assert body is not None
+    assert (body["url"], body["controls"]["knowledge_ids"]) == (None, None)
+    shown = json.dumps(body) + json.dumps([block.model_dump() for block in health.content])
+    assert BASE_URL.removeprefix("http://").split("/")[0] not in shown
+    assert "kb-secret" not in shown

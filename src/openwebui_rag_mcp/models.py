@@ -112,7 +112,7 @@ class Capabilities(_Result):
 
 class Controls(_Result):
     read_only: bool
-    knowledge_ids: list[str] | None
+    knowledge_ids: list[str] | None  # None: no allowlist, or not shown (over HTTP)
     allow_create: bool
     disabled_tools: list[str]
 
@@ -120,7 +120,7 @@ class Controls(_Result):
 class Health(_Result):
     ok: Literal[True]
     openwebui_version: str
-    url: str
+    url: str | None  # None over HTTP: callers are not told where Open WebUI is
     family: str
     capabilities: Capabilities
     controls: Controls

@@ -487,15 +487,18 @@ async def health(app: App, deep: bool = False) -> Health:
         probe: Probe | None = await retrieval_probe(app, bases)
     else:
         visible, probe = await app.client.count_knowledge(), None
+    # Over HTTP the callers are many and not the operator: where Open WebUI is and which bases the operator allowed
+    # (ids of bases a caller may not be able to read) are not theirs to see; knowledge_list shows what they can read.
+    private = app.settings.transport == "streamable-http"
     return Health(
         ok=True,
         openwebui_version=release.version,
-        url=app.settings.url,
+        url=None if private else app.settings.url,
         family=release.family,
         capabilities=release.capabilities,
         controls=Controls(
             read_only=app.settings.read_only,
-            knowledge_ids=app.allowed_bases(),
+            knowledge_ids=None if private else app.allowed_bases(),
             allow_create=app.settings.allow_create,
             disabled_tools=sorted(app.settings.disabled_tools),
         ),

@@ -1,7 +1,9 @@
 """The Streamable HTTP transport: one endpoint (`/mcp`) for a team, every caller acting as themselves.
 
     caller --HTTPS--> reverse proxy --> [access log] --> /healthz, /readyz
-                                                    --> /mcp: credential check (401) --> the MCP server (stateless)
+                                                    --> /mcp: Host and Origin (421, 403), CORS preflight (204),
+                                                        read-only header (400), failed-check budget (429),
+                                                        credential check (401) --> the MCP server (stateless)
 
 Credentials, per `OPENWEBUI_MCP_AUTH`:
 
@@ -15,6 +17,11 @@ Credentials, per `OPENWEBUI_MCP_AUTH`:
 The stateless transport keeps no session between requests, so any replica answers any request. The allowlist,
 read-only mode and disabled tools apply to every caller; a caller may narrow its own view with the
 `X-OpenWebUI-Read-Only: true` header (writes refused), never widen it.
+
+Everything that costs nothing is checked before a credential is: Host and Origin, the header's words, the token's
+characters. Failed checks are limited per client address and overall, so guessing tokens neither costs Open WebUI a
+request each nor goes on without end. Browser clients of an allowed origin are served (CORS, no cookies: the
+credential is the bearer header).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import httpx
 from mcp.server.transport_security import TransportSecuritySettings
@@ -39,7 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openwebui_rag_mcp.app import App, reading_only
 from openwebui_rag_mcp.client import acting_as
-from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.config import _FALSE, _TRUE, Settings  # the configuration's words for yes and no
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks, RedisLeaseStore, WriteLocks
 
@@ -52,6 +61,19 @@ READ_ONLY_HEADER = "x-openwebui-read-only"
 ACCEPTED_SECONDS = 60.0
 REFUSED_SECONDS = 5.0
 REMEMBERED_MAX = 10_000
+# Failed credential checks allowed per minute, from one client address and from all: enough for people mistyping,
+# little for guessing; past them a caller waits (429) and Open WebUI is not asked. A credential once accepted is not
+# held up (it is remembered), so guessing from elsewhere does not lock out callers already checked.
+FAILURE_WINDOW_SECONDS = 60
+FAILURES_PER_CLIENT = 10
+FAILURES_OVERALL = 300
+# What a browser page of an allowed origin may send and read (Streamable HTTP: POST, GET for the stream, DELETE).
+BROWSER_METHODS = "GET, POST, DELETE"
+BROWSER_HEADERS = (
+    "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Protocol-Version, Mcp-Session-Id, X-OpenWebUI-Read-Only"
+)
+BROWSER_EXPOSED = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+PREFLIGHT_MAX_AGE = "600"
 _LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
 _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -60,8 +82,50 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _well_formed(token: str) -> bool:
+    """Visible ASCII only, as an HTTP header sent on to Open WebUI must be (and every real token is)."""
+    return all("!" <= char <= "~" for char in token)
+
+
+class Verdict(NamedTuple):
+    outcome: Literal["admitted", "refused", "limited", "unreachable"]
+    retry_after: int = 0  # seconds, when limited
+
+
+class FailureBudget:
+    """Failed credential checks in the last minute, per client address and overall."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._window = FAILURE_WINDOW_SECONDS
+        self._by_client: dict[str, deque[float]] = {}
+        self._overall: deque[float] = deque(maxlen=FAILURES_OVERALL)
+
+    def wait(self, client: str, *, overall: bool) -> int:
+        """Seconds until `client` may fail again (0: now). `overall`: the budget of all clients counts too."""
+        now = self._clock()
+        queues = [self._by_client.get(client, deque()), *([self._overall] if overall else [])]
+        waits = [times[0] + self._window - now for times in queues if self._full(times, now)]
+        return max(1, math.ceil(max(waits))) if waits else 0
+
+    def spend(self, client: str) -> None:
+        now = self._clock()
+        times = self._by_client.pop(client, None) or deque(maxlen=FAILURES_PER_CLIENT)
+        times.append(now)
+        self._by_client[client] = times  # last spent, last evicted
+        self._overall.append(now)
+        while len(self._by_client) > REMEMBERED_MAX:
+            del self._by_client[next(iter(self._by_client))]
+
+    def _full(self, times: deque[float], now: float) -> bool:
+        while times and now - times[0] >= self._window:
+            times.popleft()
+        return times.maxlen is not None and len(times) >= times.maxlen
+
+
 class Admission:
-    """Decides whether a bearer token may call the server, remembering verdicts under the token's hash."""
+    """Decides whether a bearer token may call the server, remembering verdicts under the token's hash and limiting
+    failed checks (`FailureBudget`)."""
 
     def __init__(self, settings: Settings, app: Callable[[], App], clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = settings
@@ -69,18 +133,22 @@ class Admission:
         self._clock = clock
         self._verdicts: dict[str, tuple[float, bool]] = {}
         self._service = [_digest(token.get_secret_value()) for token in settings.service_tokens]
+        self._failures = FailureBudget(clock)
 
-    async def admit(self, token: str) -> bool | None:
-        """True: admitted; False: refused; None: Open WebUI could not be asked (it is unreachable)."""
+    async def admit(self, token: str, client: str) -> Verdict:
+        if not _well_formed(token):
+            return Verdict("refused")  # no request can carry it on, and no check is spent
         if self._settings.auth_mode == "service":
-            presented = _digest(token)
-            return any(hmac.compare_digest(presented, known) for known in self._service)
+            return self._admit_service(token, client)
         key = _digest(token)
-        remembered = self._verdicts.get(key)
+        remembered = self._remembered(key)
         if remembered is not None:
-            at, accepted = remembered
-            if self._clock() - at < (ACCEPTED_SECONDS if accepted else REFUSED_SECONDS):
-                return accepted
+            return Verdict("admitted" if remembered else "refused")
+        # Open WebUI checks everything else; once a client or everyone failed too often, not even a good token is
+        # checked, so a guess cannot be told apart from a miss.
+        wait = self._failures.wait(client, overall=True)
+        if wait:
+            return Verdict("limited", wait)
         try:
             with acting_as(token):
                 await self._app().client.check_credential()
@@ -88,13 +156,33 @@ class Admission:
         except ToolFailure as failure:
             if failure.code not in ("auth", "forbidden"):
                 log.warning("could not check a caller's credential with Open WebUI: %s", failure.code)
-                return None
+                return Verdict("unreachable")
             accepted = False
+            self._failures.spend(client)
         self._verdicts.pop(key, None)
         self._verdicts[key] = (self._clock(), accepted)
         while len(self._verdicts) > REMEMBERED_MAX:
             del self._verdicts[next(iter(self._verdicts))]
-        return accepted
+        return Verdict("admitted" if accepted else "refused")
+
+    def _admit_service(self, token: str, client: str) -> Verdict:
+        # Checked here at no cost, so only the client's own budget applies: guessing from many addresses at once
+        # cannot lock every agent out.
+        wait = self._failures.wait(client, overall=False)
+        if wait:
+            return Verdict("limited", wait)
+        presented = _digest(token)
+        if any(hmac.compare_digest(presented, known) for known in self._service):
+            return Verdict("admitted")
+        self._failures.spend(client)
+        return Verdict("refused")
+
+    def _remembered(self, key: str) -> bool | None:
+        remembered = self._verdicts.get(key)
+        if remembered is None:
+            return None
+        at, accepted = remembered
+        return accepted if self._clock() - at < (ACCEPTED_SECONDS if accepted else REFUSED_SECONDS) else None
 
 
 def _bearer(scope: Scope) -> str | None:
@@ -104,6 +192,20 @@ def _bearer(scope: Scope) -> str | None:
             token = token.strip()
             return token if scheme.lower() == "bearer" and token else None
     return None
+
+
+def _matches(value: str, patterns: Iterable[str]) -> bool:
+    """`value` is one of `patterns`, where `name:*` stands for `name` with any port (as the MCP SDK reads them)."""
+    return any(value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1])) for pattern in patterns)
+
+
+def _read_only_wish(scope: Scope) -> bool | None:
+    """The caller's X-OpenWebUI-Read-Only: the configuration's yes and no words, absent or empty for no; None for
+    anything else, which is refused rather than guessed (a typo must not leave writes on)."""
+    raw = _header(scope, READ_ONLY_HEADER.encode()).strip().lower()
+    if not raw or raw in _FALSE:
+        return False
+    return True if raw in _TRUE else None
 
 
 def _header(scope: Scope, wanted: bytes) -> str:
@@ -129,25 +231,64 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
     await send({"type": "http.response.body", "body": payload})
 
 
+def _with_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *headers]}
+        await send(message)
+
+    return sending
+
+
 class Gate:
-    """In front of `/mcp`: a request without an admitted credential gets 401 before any tool runs; an admitted one
+    """In front of `/mcp`: a foreign Host or Origin is refused, a browser's preflight from an allowed origin
+    answered, and a request without an admitted credential gets 401 (or 429) before any tool runs; an admitted one
     runs with its credential (caller mode) and its own read-only wish."""
 
-    def __init__(self, inner: ASGIApp, settings: Settings, admission: Admission) -> None:
+    def __init__(
+        self, inner: ASGIApp, settings: Settings, admission: Admission, security: TransportSecuritySettings
+    ) -> None:
         self._inner = inner
         self._settings = settings
         self._admission = admission
+        self._security = security
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._inner(scope, receive, send)
             return
+        # Nothing that costs an upstream request happens for a Host or Origin that is not ours.
+        if not _matches(_header(scope, b"host"), self._security.allowed_hosts):
+            await _send_json(send, 421, {"error": "this Host is not served here"}, [])
+            return
+        origin = _header(scope, b"origin")
+        if origin and not _matches(origin, self._security.allowed_origins):
+            await _send_json(send, 403, {"error": "this Origin is not allowed"}, [])
+            return
+        if origin:
+            send = _with_headers(send, _cors(origin))
+        if scope.get("method") == "OPTIONS" and origin and _header(scope, b"access-control-request-method"):
+            await _send_preflight(send)
+            return
+        await self._admitted(scope, receive, send)
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        read_only = _read_only_wish(scope)
+        if read_only is None:
+            words = "true, 1, yes, on, or false, 0, no, off"
+            await _send_json(send, 400, {"error": f"X-OpenWebUI-Read-Only must be one of {words}"}, [])
+            return
         token = _bearer(scope)
-        verdict = await self._admission.admit(token) if token else False
-        if verdict is None:
+        client = (scope.get("client") or ("-", 0))[0]
+        verdict = await self._admission.admit(token, client) if token else Verdict("refused")
+        if verdict.outcome == "unreachable":
             await _send_json(send, 503, {"error": "Open WebUI is unreachable; try again"}, [(b"retry-after", b"5")])
             return
-        if not verdict:
+        if verdict.outcome == "limited":
+            wait = str(verdict.retry_after).encode()
+            await _send_json(send, 429, {"error": "too many refused credentials; wait"}, [(b"retry-after", wait)])
+            return
+        if verdict.outcome == "refused":
             what = "an Open WebUI API key or session token" if self._settings.auth_mode == "caller" else "a token"
             challenge = b'Bearer realm="openwebui-rag-mcp", error="invalid_token"' if token else b"Bearer"
             await _send_json(
@@ -157,13 +298,32 @@ class Gate:
                 [(b"www-authenticate", challenge)],
             )
             return
-        read_only = _header(scope, READ_ONLY_HEADER.encode()).strip().lower() in ("1", "true", "yes")
         with reading_only(read_only):
             if self._settings.auth_mode == "caller" and token:
                 with acting_as(token):
                     await self._inner(scope, receive, send)
             else:
                 await self._inner(scope, receive, send)
+
+
+def _cors(origin: str) -> list[tuple[bytes, bytes]]:
+    """On every answer to a page of an allowed origin, so the page can read it (the 401 challenge too)."""
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", BROWSER_EXPOSED.encode()),
+        (b"vary", b"Origin"),
+    ]
+
+
+async def _send_preflight(send: Send) -> None:
+    """The browser asks before sending Authorization; it carries no credential, so it is answered without one."""
+    headers = [
+        (b"access-control-allow-methods", BROWSER_METHODS.encode()),
+        (b"access-control-allow-headers", BROWSER_HEADERS.encode()),
+        (b"access-control-max-age", PREFLIGHT_MAX_AGE.encode()),
+    ]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 class AccessLog:
@@ -207,7 +367,12 @@ def make_locks(settings: Settings) -> WriteLocks:
     return LeaseLocks(RedisLeaseStore(settings.redis_url.get_secret_value()), wait_seconds=wait)
 
 
-def build_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
+def build_app(
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Starlette:
     """The ASGI application of the HTTP transport (uvicorn runs it; tests may drive it directly)."""
     from openwebui_rag_mcp.server import create_server, running_app
 
@@ -268,7 +433,7 @@ def build_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None 
             return JSONResponse({"status": "unavailable", "openwebui": reason}, status_code=503)
         return JSONResponse({"status": "ready", "openwebui_version": release.version})
 
-    gate = Gate(mcp_app, settings, Admission(settings, current))
+    gate = Gate(mcp_app, settings, Admission(settings, current, clock), security)
     app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
