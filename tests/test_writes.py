@@ -893,6 +893,7 @@ async def test_update_document() -> None:
     assert json.loads(upstream.content.calls.last.request.content) == {"content": UPDATE_ARGS["text"]}
     assert json.loads(upstream.reindex.calls.last.request.content) == {"file_id": FILE}
     assert upstream.requests() == [
+        f"GET /api/v1/knowledge/{KB}",  # write access (a base shared read-only is refused here)
         f"GET /api/v1/knowledge/{KB}/files",
         f"POST /api/v1/files/{FILE}/data/content/update",
         f"POST /api/v1/knowledge/{KB}/file/update",

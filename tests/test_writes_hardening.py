@@ -1,5 +1,6 @@
 """Issue 10's write defects, each pinned by a test that failed before its fix: long non-Latin titles (2), a cancelled
-or failed write leaves no orphan and says what it did (3), `retryable` only when repeating is safe (9)."""
+or failed write leaves no orphan and says what it did (3), `retryable` only when repeating is safe (9); and issue 16's:
+a cancel during the upload strands no file (10), an update of a base shared read-only is forbidden (14)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from tests.conftest import new_router
 from tests.test_writes import (
     FILE,
     KB,
+    TEXT,
+    UPDATE_ARGS,
     Upstream,
     add_args,
     answer,
@@ -164,3 +167,76 @@ async def test_a_write_that_never_left_is_retryable(upstream: Upstream) -> None:
     upstream.create.side_effect = httpx.ConnectError
     error = error_of(await call(upstream, "knowledge_create", {"name": "n", "description": "d"}))
     assert (error.code, error.outcome, error.retryable) == ("upstream_unavailable", "not_applied", True)
+
+
+# -- issue 16, defect 10: a cancel while the upload is in flight strands no file --------------------------------
+
+
+async def test_a_cancel_during_the_upload_strands_no_file(upstream: Upstream, caplog: pytest.LogCaptureFixture) -> None:
+    """Open WebUI stores the file as soon as the upload arrives; the client gives up before the answer. The server
+    still reads the answer (the file id) and ends with the file attached, and says so on stderr."""
+    caplog.set_level(logging.WARNING)
+    uploading = anyio.Event()
+    answer_now = anyio.Event()
+    stored: list[str] = []  # what Open WebUI holds because of an upload, answered or not
+    answer_upload = upstream._upload
+
+    async def slow_upload(request: httpx.Request) -> httpx.Response:
+        stored.append(FILE)
+        uploading.set()
+        await answer_now.wait()
+        return answer_upload(request)
+
+    upstream.upload.side_effect = slow_upload
+    async with connect(upstream) as client, anyio.create_task_group() as group:
+        group.start_soon(client.call_tool, "knowledge_add", add_args())
+        await uploading.wait()
+        group.cancel_scope.cancel()  # the SDK client sends notifications/cancelled for the call
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.05)
+            answer_now.set()
+            with anyio.fail_after(5):
+                while upstream.add.call_count + upstream.delete.call_count == 0 or "cancelled" not in caplog.text:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+    assert stored == [FILE]
+    assert (upstream.upload.call_count, upstream.add.call_count, upstream.delete.call_count) == (1, 1, 0)
+    assert [m["id"] for m in upstream.members if m["id"] == FILE] == [FILE]  # attached, not stranded
+    assert FILE in caplog.text
+    assert KB in caplog.text
+
+
+async def test_a_call_cancelled_before_the_upload_sends_none(upstream: Upstream) -> None:
+    """The shield begins with the upload: a call cancelled while the base is being checked uploads nothing."""
+    checking = anyio.Event()
+    go_on = anyio.Event()
+    answer_base = upstream._base
+
+    async def slow_base(request: httpx.Request) -> httpx.Response:
+        checking.set()
+        await go_on.wait()
+        return answer_base(request)
+
+    upstream.base.side_effect = slow_base
+    async with connect(upstream) as client, anyio.create_task_group() as group:
+        group.start_soon(client.call_tool, "knowledge_add", add_args())
+        await checking.wait()
+        group.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.05)
+            go_on.set()
+            await anyio.sleep(0.05)
+    assert upstream.upload.call_count == 0
+
+
+# -- issue 16, defect 14: knowledge_update under read-only sharing ------------------------------------------------
+
+
+async def test_an_update_of_a_base_shared_read_only_is_forbidden() -> None:
+    """The key may read the base but not change it: forbidden, like knowledge_add, before anything is sent."""
+    upstream = Upstream(new_router(), write_access=False)
+    upstream.hold(FILE, TEXT)
+    error = error_of(await call(upstream, "knowledge_update", UPDATE_ARGS))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("forbidden", "update", "not_applied", FILE)
+    assert "read" in error.message
+    assert upstream.content.call_count == 0
+    assert upstream.reindex.call_count == 0

@@ -169,16 +169,19 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
     return KnowledgeCreated(ok=True, knowledge_id=knowledge_id, name=name, description=description)
 
 
-async def _check_writable(app: App, knowledge_id: str) -> None:
+async def _check_writable(app: App, knowledge_id: str, stage: Stage = "upload", file_id: str | None = None) -> None:
+    """Refuse a base shared with the key read-only, the same way for every write (Open WebUI's own answers to the
+    write requests differ: 401, 403 or a 404 for the file)."""
     try:
         base = normalize.knowledge_base(await app.client.knowledge(knowledge_id))
     except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
-        raise failure.at("upload", outcome="not_applied") from None
+        raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
     if base.write_access is False:
         raise ToolFailure(
             "forbidden",
-            f"this API key may read knowledge base {knowledge_id} but not change it; nothing was uploaded",
-            stage="upload",
+            f"this API key may read knowledge base {knowledge_id} but not change it; nothing was changed",
+            stage=stage,
+            file_id=file_id,
             outcome="not_applied",
         )
 
@@ -305,29 +308,38 @@ async def upload_to_base(
         await _check_writable(app, knowledge_id)
         _still_held(lease, "upload")
         await _tell(progress, 1, 4, "uploading")
-        try:
-            answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
-        except ToolFailure as failure:
-            raise _failed(failure, "upload") from None
-        try:
-            uploaded = normalize.file_record(answer, "an upload answer")
-        except ToolFailure as failure:
-            raise failure.at("upload", outcome="partial_or_unknown") from None
-        # A file now exists that did not before. From here the sequence runs to its end, even when the client
-        # cancels the call (TypeScript clients give up after 60 s): it adds the file or removes it again.
+        await checkpoint()  # a call cancelled by now uploads nothing
+        # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end even
+        # when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the file id, is
+        # always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the upload request.
         with anyio.CancelScope(shield=True):
-            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
+            done = await _upload_and_attach(app, release, knowledge_id, upload, text, progress, lease)
         try:
             await checkpoint()
         except anyio.get_cancelled_exc_class():
             log.warning(
-                "%s was cancelled by the client after the upload; it finished anyway: file %s is in knowledge base %s",
+                "%s was cancelled by the client once its upload had begun; it finished anyway: file %s is in knowledge "
+                "base %s",
                 tool,
-                uploaded.file_id,
+                done.file_id,
                 knowledge_id,
             )
             raise
     return done
+
+
+async def _upload_and_attach(
+    app: App, release: Release, knowledge_id: str, upload: Upload, text: str | None, progress: Progress, lease: Lease
+) -> Uploaded:
+    try:
+        answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
+        uploaded = normalize.file_record(answer, "an upload answer")
+    except ToolFailure as failure:
+        failed = _failed(failure, "upload")
+        if failed.outcome == "partial_or_unknown":  # said on stderr too: a cancelled call's error reaches no one
+            log.warning("knowledge_add: the upload failed (%s); Open WebUI may hold the file in no base", failure.code)
+        raise failed from None
+    return await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
 
 
 async def _extracted(app: App, file_id: str, filename: str) -> str:
@@ -461,6 +473,7 @@ async def update_document(app: App, file_id: str, text: str, knowledge_id: str) 
     _check_text(text, "text", TEXT_MAX_CHARS)
     release = await _release(app, "update", file_id)
     async with app.locks.hold(knowledge_id) as lease:
+        await _check_writable(app, knowledge_id, "update", file_id)
         files = await _require_member(app, knowledge_id, file_id, "update")
         # Open WebUI refuses identical text twice in one base, but only after the file's text has changed:
         # refuse first, while nothing has.
