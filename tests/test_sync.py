@@ -268,15 +268,15 @@ def skipped_lines(lines: list[str]) -> dict[str, str]:
 def cannot_read(monkeypatch: pytest.MonkeyPatch, path: Path, error: type[OSError], *, how: str = "open") -> None:
     """Make `path` fail as a file that cannot be opened (`open`), looked at (`stat`), or a folder that cannot be
     listed (`scandir`): the tests run as root, which reads any file whatever its mode."""
-    if how == "open":
-        real_open = Path.open
+    if how == "open":  # files are opened by name from their folder's descriptor (localfiles.read_under)
+        real_open = os.open
 
-        def failing_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-            if self == path:
-                raise error(13, "simulated", str(self))
-            return real_open(self, *args, **kwargs)
+        def failing_open(target: Any, flags: int, *args: Any, dir_fd: int | None = None, **kwargs: Any) -> Any:
+            if dir_fd is not None and os.fsdecode(target) == path.name and not flags & os.O_DIRECTORY:
+                raise error(13, "simulated", os.fsdecode(target))
+            return real_open(target, flags, *args, dir_fd=dir_fd, **kwargs)
 
-        monkeypatch.setattr(Path, "open", failing_open)
+        monkeypatch.setattr(os, "open", failing_open)
         return
     real = getattr(os, how)
 
@@ -841,3 +841,21 @@ async def test_the_first_real_run_keeps_a_source_id_in_the_folder(base: Base, tm
     assert len(source) == 8
     assert (await run(tmp_path))[0] == OK
     assert (tmp_path / sync_module.SOURCE_FILE).read_text() == kept
+
+
+def test_a_link_swapped_in_after_the_look_is_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan looks at a file, then reads it: a link put in its place between the two is refused, never followed
+    (issue 16, defect 8). The swap is made deterministic by showing the scan a regular file where the link is."""
+    folder, outside = tmp_path / "folder", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the API key")
+    (folder / "plain.md").write_text("plain")
+    (folder / "swapped.md").symlink_to(outside / "secret.txt")
+    regular = (folder / "plain.md").lstat()
+    real_lstat = Path.lstat
+    monkeypatch.setattr(Path, "lstat", lambda self: regular if self.name == "swapped.md" else real_lstat(self))
+    local, skipped = scan(folder, 10**6)
+    assert [file.relative for file in local] == ["plain.md"]
+    assert [entry.relative for entry in skipped] == ["swapped.md"]
+    assert "link" in skipped[0].why

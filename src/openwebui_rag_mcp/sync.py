@@ -56,10 +56,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+
 from openwebui_rag_mcp import normalize, tools
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.localfiles import Refusal, read_under
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 
@@ -89,6 +92,7 @@ class LocalFile:
     size: int
     mirrored: bool = False  # the base mirrors the folder (0.9.6+): the file keeps its own name and folder
     sha256: str = ""  # the whole SHA-256 of its bytes
+    root: str = ""  # the real path of the synced folder, which every read starts from (localfiles.read_under)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -267,17 +271,18 @@ def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[
         where = _relative_to(folder, error.filename)
         skipped.append(Skipped(where, f"a folder that could not be read ({_why(error)})", folder=True))
 
+    real_root = os.path.realpath(folder)
     for root, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not name.startswith("."):
                 path = Path(root) / name
-                outcome = _scan_one(path, path.relative_to(folder).as_posix(), max_bytes, mirrored)
+                outcome = _scan_one(path, path.relative_to(folder).as_posix(), max_bytes, mirrored, real_root)
                 (found if isinstance(outcome, LocalFile) else skipped).append(outcome)  # type: ignore[arg-type]
     return found, skipped
 
 
-def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool) -> LocalFile | Skipped:
+def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool, root: str) -> LocalFile | Skipped:
     try:
         info = path.lstat()
     except OSError as error:
@@ -290,23 +295,18 @@ def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool) -> Loca
         why = _unkeepable(relative)
         if why:
             return Skipped(relative, why)
-    try:
-        content = _read(path, max_bytes + 1)
-    except OSError as error:  # gone since the walk, no permission, a disk error
-        return Skipped(relative, f"could not be read ({_why(error)})")
-    if len(content) > max_bytes:
-        return Skipped(relative, f"grew over OPENWEBUI_UPLOAD_MAX_BYTES ({max_bytes:,}) while it was read")
-    if not content:  # Open WebUI holds no text for it; an editor may be saving it
+    if info.st_size == 0:  # Open WebUI holds no text for it; an editor may be saving it
         return Skipped(relative, "empty: there is nothing for Open WebUI to hold", fails=False)
+    try:
+        # Opened once from the folder down without following links (a link or FIFO swapped in since the look above
+        # is refused, never read): what was checked is what is read.
+        content = read_under(root, relative, max_bytes)
+    except Refusal as refusal:  # gone since the walk, swapped, no permission, grew, a disk error
+        return Skipped(relative, refusal.reason)
     sha256 = hashlib.sha256(content).hexdigest()
     key, extension = key_of(relative)
     digest = sha256 if mirrored else sha256[:_DIGEST_CHARS]
-    return LocalFile(path, relative, key, digest, extension, len(content), mirrored, sha256)
-
-
-def _read(path: Path, limit: int) -> bytes:
-    with path.open("rb") as stream:
-        return stream.read(limit)
+    return LocalFile(path, relative, key, digest, extension, len(content), mirrored, sha256, root)
 
 
 def _why(error: OSError) -> str:
@@ -712,7 +712,7 @@ class _Run:
         return SOME_FAILED if failed else OK
 
     async def _rename(self, file: LocalFile, moved: RemoteFile) -> Problem | None:
-        content = _read_again(file)  # before its old document goes: a file that cannot be read keeps it
+        content = await _read_again(file)  # before its old document goes: a file that cannot be read keeps it
         if isinstance(content, Problem):
             return content
         return await self._remove(moved) or await self._put(file, content)
@@ -721,7 +721,7 @@ class _Run:
         """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never
         none. When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to
         hold that text twice: then that old version goes first."""
-        content = _read_again(file)
+        content = await _read_again(file)
         if isinstance(content, Problem):
             return content
         problem = await self._put(file, content)
@@ -816,12 +816,13 @@ def _report(say: Say, tty: bool, done: int, total: int, what: str, problem: Prob
     say(f"{what}: {f'FAILED - {problem}' if problem else 'ok'}")
 
 
-def _read_again(file: LocalFile) -> bytes | Problem:
-    """The file's bytes for its upload, as they were when the folder was read, or why not."""
+async def _read_again(file: LocalFile) -> bytes | Problem:
+    """The file's bytes for its upload, as they were when the folder was read, or why not (off the event loop, which
+    keeps the write lease renewed meanwhile)."""
     try:
-        content = _read(file.path, file.size + 1)
-    except OSError as error:
-        return Problem("changed", f"could not be read any more ({_why(error)}); run again")
+        content = await anyio.to_thread.run_sync(read_under, file.root, file.relative, file.size)
+    except Refusal as refusal:
+        return Problem("changed", f"{refusal.reason}; run again")
     if hashlib.sha256(content).hexdigest() != file.sha256:
         return Problem("changed", "the file changed while it was synced; run again")
     return content
