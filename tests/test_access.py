@@ -1,5 +1,6 @@
 """Issue 10, defects 0 and 1: a search never reaches a base the key cannot read through the Knowledge API, and a
-wrong id is `not_found` naming it, not an empty success. The common path stays one retrieval request."""
+wrong id is `not_found` naming it, not an empty success. The common path stays one retrieval request. Issue 16,
+defect 11: a base created under an allowlist is its creator's, on every replica that shares Redis."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 import respx
+from mcp import Client
 
-from openwebui_rag_mcp import tools
-from openwebui_rag_mcp.app import App, ReadableBases
-from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp import tools, writes
+from openwebui_rag_mcp.app import CREATED_TTL_SECONDS, App, ReadableBases, calling_as
+from openwebui_rag_mcp.client import OpenWebUIClient, acting_as
 from openwebui_rag_mcp.errors import ToolFailure
-from tests.conftest import make_settings, mock_transport
+from openwebui_rag_mcp.locks import LeaseLocks
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import API_KEY, make_settings, mock_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +177,97 @@ async def test_the_allowlist_still_applies_before_readability(router: respx.Rout
     assert failure.code == "not_found"
     assert "OPENWEBUI_KNOWLEDGE_IDS" in failure.message
     assert listing.call_count == query.call_count == 0
+
+
+# -- issue 16, defect 11: bases created under an allowlist belong to their creator, on every replica -----------
+
+NEW_KB = "abcdef01-2345-4678-9abc-def012345678"
+ALLOW_CREATE: dict[str, str] = {"OPENWEBUI_KNOWLEDGE_IDS": MINE, "OPENWEBUI_ALLOW_CREATE": "true"}
+
+
+class SharedStore:
+    """What replicas share through Redis: leases (unused here) and sets with a ttl."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, set[str]] = {}
+        self.ttls: dict[str, int] = {}
+
+    async def acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        return True
+
+    async def renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        return True
+
+    async def release(self, key: str, token: str) -> bool:
+        return True
+
+    async def add_member(self, key: str, member: str, ttl_ms: int) -> None:
+        self.sets.setdefault(key, set()).add(member)
+        self.ttls[key] = ttl_ms
+
+    async def members(self, key: str) -> set[str]:
+        return set(self.sets.get(key, set()))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def creating(router: respx.Router) -> respx.Route:
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    body: dict[str, object] = {"id": NEW_KB, "name": "new", "description": "", "access_grants": [], "files": None}
+    return router.post("/api/v1/knowledge/create").respond(json=body)
+
+
+async def test_a_created_base_joins_only_its_creators_allowlist(router: respx.Router) -> None:
+    """Over HTTP every caller shares the process: caller B must not reach the base caller A created."""
+    creating(router)
+    async with app_for(router, None, **ALLOW_CREATE) as app:
+        with acting_as("caller-a-key"):
+            created = await writes.create_knowledge(app, "new", "")
+            assert app.check_base(created.knowledge_id) == NEW_KB
+            assert app.allowed_bases() == [MINE, NEW_KB]
+        with acting_as("caller-b-key"), pytest.raises(ToolFailure) as caught:
+            app.check_base(NEW_KB)
+        with acting_as("caller-b-key"):
+            assert app.allowed_bases() == [MINE]
+        with calling_as("another-service-caller"):  # service mode: callers told apart by their MCP token
+            assert app.allowed_bases() == [MINE]
+    assert caught.value.code == "not_found"
+
+
+async def test_a_base_created_on_one_replica_is_usable_on_another(router: respx.Router) -> None:
+    """knowledge_create answered by replica A, knowledge_add by replica B: B learns the base through Redis."""
+    creating(router)
+    router.get(f"/api/v1/knowledge/{NEW_KB}").respond(json={"id": NEW_KB, "name": "new", "write_access": True})
+    router.post("/api/v1/files/").respond(json={"id": A_FILE, "filename": "t.md", "data": {"status": "pending"}})
+    router.get(f"/api/v1/files/{A_FILE}/process/status").respond(json={"status": "completed"})
+    router.post(f"/api/v1/knowledge/{NEW_KB}/file/add").respond(json={"id": NEW_KB, "files": []})
+    router.get(f"/api/v1/knowledge/{NEW_KB}/files").respond(json={"items": [], "total": 0})
+    store = SharedStore()
+    settings = make_settings(**ALLOW_CREATE)
+    clients = [OpenWebUIClient(settings, transport=mock_transport(router)) for _ in range(2)]
+    replica_a, replica_b = (App(settings=settings, client=c, locks=LeaseLocks(store, wait_seconds=5)) for c in clients)
+    try:
+        async with Client(create_server(settings, shared=lambda: replica_a)) as on_a:
+            created = await on_a.call_tool("knowledge_create", {"name": "new"})
+        assert not created.is_error, created.content
+        async with Client(create_server(settings, shared=lambda: replica_b)) as on_b:
+            added = await on_b.call_tool("knowledge_add", {"knowledge_id": NEW_KB, "text": "t", "title": "t"})
+            listed = await on_b.call_tool("knowledge_files", {"knowledge_id": NEW_KB})  # reads know it too
+        assert not added.is_error, added.content
+        assert not listed.is_error, listed.content
+    finally:
+        for client in clients:
+            await client.aclose()
+    (key,) = store.sets
+    assert store.sets[key] == {NEW_KB}
+    assert store.ttls[key] == int(CREATED_TTL_SECONDS * 1000)
+    assert API_KEY not in key  # a digest, never the credential
+
+
+async def test_without_redis_created_bases_stay_in_the_process_per_caller(router: respx.Router) -> None:
+    creating(router)
+    async with app_for(router, None, **ALLOW_CREATE) as app:
+        await writes.create_knowledge(app, "new", "")
+        await app.recall_created()  # nothing to share: a no-op
+        assert app.allowed_bases() == [MINE, NEW_KB]

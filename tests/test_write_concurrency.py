@@ -203,6 +203,7 @@ class _NoLock:
 
 class _NoLocks:
     shared = False
+    sets = None
 
     def hold(self, key: str) -> _NoLock:
         return _NoLock()

@@ -41,6 +41,7 @@ class LosableLocks:
     """Write locks whose one lease the test can lose (as a failed Redis renewal would)."""
 
     shared = True
+    sets = None
 
     def __init__(self) -> None:
         self.lease = Lease()

@@ -9,6 +9,7 @@ the key can read through the Knowledge API (older retrieval endpoints check no a
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -19,14 +20,24 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
-from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
+from openwebui_rag_mcp.locks import LocalLocks, SharedSets, WriteLocks
 from openwebui_rag_mcp.models import KnowledgeBase
+
+log = logging.getLogger(__name__)
 
 # Credentials whose readable bases are remembered at once (HTTP transport, one per caller); the oldest goes first.
 READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
 # Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
 READABLE_TTL_SECONDS = 30.0
+# How long replicas sharing Redis remember the bases a caller created under an allowlist, from its latest creation.
+# A convenience for the run that created them: the operator adds a base to OPENWEBUI_KNOWLEDGE_IDS to keep it.
+CREATED_TTL_SECONDS = 24 * 3600.0
+CREATED_PREFIX = "openwebui-rag-mcp:created:"
+
+# Who the current request's caller is when its Open WebUI credential does not say (HTTP service mode, where every
+# caller uses the service account): a digest of the caller's own token, set per request by the HTTP transport.
+_CALLER_ID: ContextVar[str | None] = ContextVar("openwebui_rag_mcp_caller_id", default=None)
 
 
 # A caller that asked for read-only access for its request (HTTP transport, X-OpenWebUI-Read-Only): it can narrow
@@ -42,6 +53,16 @@ def reading_only(narrowed: bool) -> Iterator[None]:
         yield
     finally:
         _READING_ONLY.reset(reset)
+
+
+@contextmanager
+def calling_as(identity: str | None) -> Iterator[None]:
+    """Tell callers apart by `identity` (a digest, never a secret) inside this block; None changes nothing."""
+    reset = _CALLER_ID.set(identity or _CALLER_ID.get())
+    try:
+        yield
+    finally:
+        _CALLER_ID.reset(reset)
 
 
 def writes_refused() -> bool:
@@ -120,6 +141,42 @@ class ReadableBases:
                 self._locks.pop(key, None)
 
 
+class CreatedBases:
+    """The bases each caller created while an allowlist was set, under a digest of the caller: in this process, and
+    in Redis when the replicas share it (one set per caller, `CREATED_TTL_SECONDS` after its latest creation)."""
+
+    def __init__(self, shared: SharedSets | None = None) -> None:
+        self._shared = shared
+        self._known: dict[str, set[str]] = {}
+
+    def of(self, caller: str) -> set[str]:
+        return self._known.get(caller, set())
+
+    def _keep(self, caller: str, bases: Iterable[str]) -> None:
+        known = self._known.pop(caller, set())
+        self._known[caller] = known | set(bases)  # the most recent caller last; the oldest is dropped first
+        while len(self._known) > READABLE_CREDENTIALS_MAX:
+            del self._known[next(iter(self._known))]
+
+    async def add(self, caller: str, knowledge_id: str) -> None:
+        self._keep(caller, [knowledge_id])
+        if self._shared is None:
+            return
+        try:
+            await self._shared.add_member(CREATED_PREFIX + caller, knowledge_id, int(CREATED_TTL_SECONDS * 1000))
+        except Exception as error:  # the base exists; only other replicas will not know it
+            log.warning("could not share a created knowledge base through Redis (%s)", type(error).__name__)
+
+    async def recall(self, caller: str) -> None:
+        """Learn what this caller created on other replicas."""
+        if self._shared is None:
+            return
+        try:
+            self._keep(caller, await self._shared.members(CREATED_PREFIX + caller))
+        except Exception as error:  # what this replica knows still applies
+            log.warning("could not read the shared created knowledge bases from Redis (%s)", type(error).__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class App:
     """What every tool call shares for the life of the process."""
@@ -127,17 +184,35 @@ class App:
     settings: Settings
     client: OpenWebUIClient
     locks: WriteLocks = field(default_factory=LocalLocks)
-    # Bases this process created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist.
-    created: set[str] = field(default_factory=set)
     readable: ReadableBases = field(default_factory=ReadableBases)
     # (credential hash, file_id) -> when the Files API last let that credential read the file.
     readable_files: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Bases each caller created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist, by that caller
+    # only; shared with the other replicas through the store of the write locks (Redis) when there is one.
+    created: CreatedBases = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "created", CreatedBases(self.locks.sets))
+
+    def caller(self) -> str:
+        """A stable digest naming the current caller: its own token's (HTTP service mode), else its credential's."""
+        return _CALLER_ID.get() or self.client.credential_key()
+
+    async def remember_created(self, knowledge_id: str) -> None:
+        await self.created.add(self.caller(), knowledge_id)
+
+    async def recall_created(self) -> None:
+        """Before a tool runs under an allowlist: learn the bases this caller created on other replicas."""
+        if self.settings.knowledge_ids is not None:
+            await self.created.recall(self.caller())
 
     def allowed_bases(self) -> list[str] | None:
-        """The bases this server may touch, or None when OPENWEBUI_KNOWLEDGE_IDS does not restrict it."""
+        """The bases this server may touch for the current caller, or None when OPENWEBUI_KNOWLEDGE_IDS does not
+        restrict it."""
         if self.settings.knowledge_ids is None:
             return None
-        return [*self.settings.knowledge_ids, *sorted(self.created - set(self.settings.knowledge_ids))]
+        created = self.created.of(self.caller()) - set(self.settings.knowledge_ids)
+        return [*self.settings.knowledge_ids, *sorted(created)]
 
     def check_base(self, knowledge_id: str) -> str:
         """Refuse a base outside the allowlist, the same way whether it exists or not."""

@@ -24,7 +24,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -75,10 +75,25 @@ class Lease:
             )
 
 
+@runtime_checkable
+class SharedSets(Protocol):
+    """Sets every replica sees (Redis), each expiring `ttl_ms` after its last addition: what replicas remember
+    together besides their locks (the bases each caller created)."""
+
+    async def add_member(self, key: str, member: str, ttl_ms: int) -> None: ...
+
+    async def members(self, key: str) -> set[str]: ...
+
+
 class WriteLocks(Protocol):
     """One lock per knowledge base."""
 
     shared: bool  # whether other processes see the same locks
+
+    @property
+    def sets(self) -> SharedSets | None:
+        """The store the replicas share, when they share one."""
+        ...
 
     def hold(self, key: str) -> AbstractAsyncContextManager[Lease]: ...
 
@@ -89,6 +104,7 @@ class LocalLocks:
     """Per-base `asyncio.Lock`s of this process; a base's lock is dropped once nobody holds or waits for it."""
 
     shared = False
+    sets: SharedSets | None = None
 
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -151,6 +167,16 @@ class RedisLeaseStore:
     async def release(self, key: str, token: str) -> bool:
         return bool(await self._redis.eval(_RELEASE, 1, key, token))
 
+    async def add_member(self, key: str, member: str, ttl_ms: int) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(key, member)
+            pipe.pexpire(key, ttl_ms)
+            await pipe.execute()
+
+    async def members(self, key: str) -> set[str]:
+        found = await self._redis.smembers(key)
+        return {m.decode() if isinstance(m, bytes) else str(m) for m in found}
+
     async def ping(self) -> bool:
         return bool(await self._redis.ping())
 
@@ -182,6 +208,7 @@ class LeaseLocks:
         self._ttl_ms = max(1, int(ttl_seconds * 1000))
         self._prefix = prefix
         self._clock = clock
+        self.sets: SharedSets | None = store if isinstance(store, SharedSets) else None
 
     def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
         return self._held(self._prefix + key)

@@ -123,6 +123,7 @@ class _Tool(Tool):
     """A tool whose malformed arguments get the structured error body too, not only the SDK's text."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        await _app(context).recall_created()  # bases this caller created on another replica are allowed here too
         try:
             return await super().run(arguments, context, convert_result)
         except ToolError as error:

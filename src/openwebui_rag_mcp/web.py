@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from openwebui_rag_mcp.app import App, reading_only
+from openwebui_rag_mcp.app import App, calling_as, reading_only
 from openwebui_rag_mcp.client import acting_as
 from openwebui_rag_mcp.config import _FALSE, _TRUE, Settings  # the configuration's words for yes and no
 from openwebui_rag_mcp.errors import ToolFailure
@@ -298,7 +298,8 @@ class Gate:
                 [(b"www-authenticate", challenge)],
             )
             return
-        with reading_only(read_only):
+        # Service mode: callers share the service account, so its own token tells one caller from another.
+        with reading_only(read_only), calling_as(_digest(token) if token else None):
             if self._settings.auth_mode == "caller" and token:
                 with acting_as(token):
                     await self._inner(scope, receive, send)

@@ -165,7 +165,7 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
             knowledge_id = normalize.created_id(created, "a new knowledge base")
         except ToolFailure as failure:
             raise failure.at("create", outcome="partial_or_unknown") from None
-        app.created.add(knowledge_id)  # usable alongside an allowlist when the operator allowed creating
+        await app.remember_created(knowledge_id)  # its creator's, alongside an allowlist, when creating is allowed
     return KnowledgeCreated(ok=True, knowledge_id=knowledge_id, name=name, description=description)
 
 
