@@ -58,6 +58,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[name] = ",".join(dict.fromkeys([*present, "127.0.0.1", "localhost"]))
 
 
+@pytest.fixture(autouse=True)
+def _own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test keeps its own journal of uploads in flight (under XDG_STATE_HOME), never the user's, so no test
+    settles what another left."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -14,10 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
+from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.inflight import FileJournal, Inflight, Record, recover
+from openwebui_rag_mcp.inflight import (
+    FileJournal,
+    Inflight,
+    Record,
+    default_directory,
+    owner_of,
+    recover,
+    recover_command,
+)
+from tests.conftest import API_KEY, make_settings, mock_transport, new_router
+from tests.test_writes import FILE, KB, Upstream, add_args, answer, call, connect, error_of, form_parts, ok_of
 
 pytestmark = pytest.mark.anyio
 OWNER = "a" * 64
@@ -235,3 +249,98 @@ def test_a_record_reads_back_and_rejects_garbage() -> None:
     assert Record.from_json(b"not json") is None
     assert Record.from_json("[1]") is None
     assert replace(record, file_id=None).file_id is None
+
+
+# -- the writes keep the journal -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def upstream() -> Upstream:
+    return Upstream(new_router())
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
+    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
+
+
+def server_journal() -> tuple[Inflight, str]:
+    """The journal the server keeps (under the test's own XDG_STATE_HOME) and the test key's name in it."""
+    settings = make_settings()
+    return Inflight(FileJournal(default_directory())), owner_of(settings, hashlib.sha256(API_KEY.encode()).hexdigest())
+
+
+async def test_an_upload_is_recorded_while_it_runs_and_dropped_once_attached(upstream: Upstream) -> None:
+    journal, owner = server_journal()
+    during: list[Record] = []
+
+    async def upload_seen(request: httpx.Request) -> httpx.Response:
+        during.extend(await journal._store.records(owner))
+        return upstream._upload(request)
+
+    upstream.upload.side_effect = upload_seen
+    ok_of(await call(upstream, "knowledge_add", add_args()))
+    (record,) = during  # written before the upload request left
+    assert (record.knowledge_id, record.file_id) == (KB, None)
+    assert record.filename == form_parts(upstream.upload.calls.last.request)["file"][0]
+    assert await journal._store.records(owner) == []
+    assert API_KEY not in record.to_json()
+
+
+async def test_a_file_that_could_not_be_removed_is_removed_by_the_next_write(upstream: Upstream) -> None:
+    """Open WebUI failed to process the upload and then refused to delete it: the agent is told, and the next write
+    with the same credential removes it before its own upload (nothing stays orphaned)."""
+    journal, owner = server_journal()
+    upstream.status.side_effect = answer(200, json={"status": "failed"})
+    upstream.delete.side_effect = answer(500, text="Internal Server Error")
+    async with connect(upstream) as client:
+        error = error_of(await client.call_tool("knowledge_add", add_args()))
+        assert (error.file_id, error.outcome) == (FILE, "partial_or_unknown")
+        assert [r.file_id for r in await journal.gone(owner)] == [FILE]
+        upstream.status.side_effect = None
+        upstream.delete.side_effect = upstream._delete
+        ok_of(await client.call_tool("knowledge_add", add_args(title="second")))
+    deletes = [i for i, c in enumerate(upstream.router.calls) if c.request.method == "DELETE"]
+    uploads = [i for i, c in enumerate(upstream.router.calls) if c.request.url.path == "/api/v1/files/"]
+    assert len(deletes) == 2
+    assert deletes[1] < uploads[1]  # settled before the second write uploaded anything
+    assert await journal._store.records(owner) == []
+
+
+async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) -> None:
+    """A record whose writer is gone (the same pid now names another process) is settled when the server starts."""
+    journal, owner = server_journal()
+    now = time.time()
+    dead = Record(
+        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, socket.gethostname(), os.getpid(), "x", FILE
+    )
+    await journal._store.put(dead)
+    async with connect(upstream):
+        with anyio.fail_after(30):  # a hang guard
+            while upstream.delete.call_count == 0:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+    assert upstream.delete.calls.last.request.url.path == f"/api/v1/files/{FILE}"
+    assert await journal._store.records(owner) == []
+
+
+async def test_the_recover_command_settles_and_says_what_it_did(upstream: Upstream) -> None:
+    journal, owner = server_journal()
+    now = time.time()
+    here = socket.gethostname()
+    await journal._store.put(Record("r1", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
+    await journal._store.put(Record("r2", "b" * 64, KB, "other.md", 5, "0" * 64, now, 0.0, here, 1, "x", "f-2"))
+    lines: list[str] = []
+    code = await recover_command(make_settings(), lines.append, transport=mock_transport(upstream.router))
+    assert code == 0, lines
+    assert upstream.delete.call_count == 1
+    assert any(line.startswith("removed 'note.md'") for line in lines), lines
+    assert any("1 other key(s)" in line for line in lines), lines
+    assert lines[-1] == "done: 1 settled, 0 left"
+    assert [r.id for r in await journal._store.records("b" * 64)] == ["r2"]  # another key's: not touched
+    upstream.files.side_effect = answer(500, text="down")
+    await journal._store.put(Record("r3", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
+    lines.clear()
+    code = await recover_command(make_settings(), lines.append, transport=mock_transport(upstream.router))
+    assert code == 1, lines
+    assert lines[-1] == "done: 0 settled, 1 left"

@@ -697,11 +697,12 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Replicas of the HTTP transport serialise writes to a base through a Redis lease: sync takes the same one."""
-    from openwebui_rag_mcp import locks, web
+    from openwebui_rag_mcp import inflight, locks, web
 
     leases = Leases()
     monkeypatch.setattr(locks, "RedisLeaseStore", lambda url: leases)
     monkeypatch.setattr(web, "RedisLeaseStore", lambda url: leases, raising=False)
+    monkeypatch.setattr(inflight, "RedisJournal", lambda url: inflight.FileJournal(tmp_path.parent / "journal"))
     seen: list[tuple[str, bool]] = []
     base.on_write = lambda path: seen.append((path, f"openwebui-rag-mcp:write:{KB}" in leases.held))
     env = {"REDIS_URL": "redis://127.0.0.1:9/0"}

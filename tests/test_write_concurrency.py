@@ -25,6 +25,7 @@ from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.inflight import Inflight
 from openwebui_rag_mcp.locks import Lease, WriteLocks
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import make_settings, mock_transport, new_router
@@ -215,8 +216,8 @@ class _NoLocks:
 async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
     """A control for the test above: with the lock replaced by a no-op, the same writes interleave."""
 
-    def unlocked_app(*, settings: Settings, client: OpenWebUIClient, locks: WriteLocks) -> App:
-        return App(settings=settings, client=client, locks=_NoLocks())
+    def unlocked_app(*, settings: Settings, client: OpenWebUIClient, locks: WriteLocks, inflight: Inflight) -> App:
+        return App(settings=settings, client=client, locks=_NoLocks(), inflight=inflight)
 
     monkeypatch.setattr(server_module, "App", unlocked_app)
     server = create_server(make_settings(), transport=mock_transport(upstream.router))

@@ -21,6 +21,8 @@ exit codes of doctor: 0 all good, 2 configuration, 3 Open WebUI unreachable, 4 A
 exit codes of sync: 0 all synced, 1 some files failed (each is named), 2 configuration, 3 --delete refused (the
 folder holds no file, or more than half and more than 5 of its documents would go; --max-delete N), 5 the base cannot
 be read, or the folder's source id cannot be read or kept (--source ID)
+exit codes of recover: 0 nothing of this key left in flight, 1 something could not be settled (each is named),
+2 configuration, 5 the journal of uploads in flight cannot be read
 """
 
 
@@ -73,9 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "doctor", "sync"),
+        choices=("serve", "doctor", "sync", "recover"),
         default="serve",
-        help="serve: run the MCP server (default); doctor: check the configuration and Open WebUI; sync: keep a "
+        help="serve: run the MCP server (default); doctor: check the configuration and Open WebUI; recover: remove "
+        "what a killed process left in flight (uploads in no base); sync: keep a "
         "knowledge base in step with a folder",
     )
     parser.add_argument("folder", nargs="?", help="sync: the folder to mirror into the knowledge base")
@@ -165,6 +168,13 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         sys.exit(code)
+
+    if args.command == "recover":
+        import asyncio
+
+        from openwebui_rag_mcp.inflight import recover_command
+
+        sys.exit(asyncio.run(recover_command(settings, say=lambda line: print(line, flush=True))))
 
     if args.command == "doctor":
         import asyncio

@@ -20,6 +20,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
+from openwebui_rag_mcp.inflight import ClientUpstream, Inflight, Resolution, owner_of, recover
 from openwebui_rag_mcp.locks import LocalLocks, SharedSets, WriteLocks
 from openwebui_rag_mcp.models import KnowledgeBase
 
@@ -190,6 +191,8 @@ class App:
     # Bases each caller created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist, by that caller
     # only; shared with the other replicas through the store of the write locks (Redis) when there is one.
     created: CreatedBases = field(init=False)
+    # The journal of uploads in flight (None: writes keep none, as in tests that build an App by hand).
+    inflight: Inflight | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "created", CreatedBases(self.locks.sets))
@@ -197,6 +200,27 @@ class App:
     def caller(self) -> str:
         """A stable digest naming the current caller: its own token's (HTTP service mode), else its credential's."""
         return _CALLER_ID.get() or self.client.credential_key()
+
+    def uploads_owner(self) -> str:
+        """The journal's name for the current credential (never the credential itself)."""
+        return owner_of(self.settings, self.client.credential_key())
+
+    async def recover_uploads(self) -> list[Resolution]:
+        """Settle what writers with the current credential left when they died between an upload and its attach:
+        their files are removed, or kept where the base holds them. Each outcome is logged."""
+        if self.inflight is None:
+            return []
+        resolutions = await recover(self.inflight, ClientUpstream(self.client), self.uploads_owner())
+        for resolution in resolutions:
+            log.warning("uploads in flight: %s", resolution)
+        return resolutions
+
+    async def recover_uploads_quietly(self) -> None:
+        """`recover_uploads` where its own failure must stop nothing (before a write, at start)."""
+        try:
+            await self.recover_uploads()
+        except Exception as error:
+            log.warning("could not settle the uploads in flight of a dead writer (%s)", type(error).__name__)
 
     async def remember_created(self, knowledge_id: str) -> None:
         await self.created.add(self.caller(), knowledge_id)

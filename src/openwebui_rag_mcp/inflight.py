@@ -35,13 +35,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+import httpx
+
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
 
 log = logging.getLogger(__name__)
 
 ALIVE_SECONDS = 45.0  # a writer that has not renewed its records for this long is gone
+UPDATE_SECONDS = 5.0  # the most the end of a write waits for the journal
 # Files of the credential made this long before a record's start still count as its upload (clock skew between this
 # machine and Open WebUI's).
 CLOCK_SLACK_SECONDS = 120.0
@@ -111,6 +116,18 @@ class JournalStore(Protocol):
     async def owners(self) -> list[str]: ...
 
     async def aclose(self) -> None: ...
+
+
+def make_journal(settings: Settings) -> Inflight:
+    """The journal the server's writes use: in Redis with REDIS_URL (every replica sees it), else on this machine."""
+    if settings.redis_url is not None:
+        return Inflight(RedisJournal(settings.redis_url.get_secret_value()))
+    return Inflight(FileJournal(default_directory()))
+
+
+def owner_of(settings: Settings, credential_key: str) -> str:
+    """The journal's name for a credential at this Open WebUI: a record is resolved only where its files are."""
+    return hashlib.sha256(f"{settings.url}\n{credential_key}".encode()).hexdigest()
 
 
 def default_directory() -> Path:
@@ -193,9 +210,14 @@ class Tracked:
         self.settled = False
 
     async def uploaded(self, file_id: str) -> None:
-        """Open WebUI answered the upload: the record names the file from now on."""
+        """Open WebUI answered the upload: the record names the file from now on. A journal that cannot be written
+        now does not stop the write (it must end with the file attached or removed): recovery then finds the file by
+        its name."""
         self.record = replace(self.record, file_id=file_id)
-        await self._journal.save(self.record)
+        try:
+            await self._journal.save(self.record)
+        except Exception as error:
+            log.warning("could not add file %s to the journal of uploads in flight (%s)", file_id, type(error).__name__)
 
     def settle(self) -> None:
         """The file is attached, or removed again, or there is none: nothing is left to find."""
@@ -246,21 +268,26 @@ class Inflight:
                 f"the journal of uploads in flight could not be written ({type(error).__name__}); nothing was uploaded",
                 retryable=True,
                 request_sent=False,
+                stage="upload",
+                outcome="not_applied",
             ) from None
         tracked = Tracked(self, record)
         renewing = asyncio.create_task(self._renew(tracked))
         try:
             yield tracked
         finally:
-            renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
-            try:
-                if tracked.settled:
-                    await self._store.drop(owner, record.id)
-                else:
-                    await self._store.put(replace(tracked.record, alive_until=0.0))
-            except Exception as error:  # the record stays; recovery finds it later
-                log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
+            # Shielded (a cancelled call ends here too) and bounded: a journal that does not answer keeps the record,
+            # whose time then runs out.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(UPDATE_SECONDS):
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
+                try:
+                    if tracked.settled:
+                        await self._store.drop(owner, record.id)
+                    else:
+                        await self._store.put(replace(tracked.record, alive_until=0.0))
+                except Exception as error:  # the record stays; recovery finds it later
+                    log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
 
     async def _renew(self, tracked: Tracked) -> None:
         while True:
@@ -386,3 +413,32 @@ class ClientUpstream:
 
     async def delete_file(self, file_id: str) -> object:
         return await self._client.delete_file(file_id)
+
+
+async def recover_command(
+    settings: Settings, say: Callable[[str], None], *, transport: httpx.AsyncBaseTransport | None = None
+) -> int:
+    """`openwebui-rag-mcp recover`: settle now what dead writers with this key left; 0 when nothing of this key is
+    left, 1 when something could not be settled (said why), 5 when the journal cannot be read."""
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(settings, transport=transport, recover_at_start=False) as app:
+        assert app.inflight is not None
+        owner = app.uploads_owner()
+        try:
+            resolutions = await recover(app.inflight, ClientUpstream(app.client), owner)
+            running = await app.inflight._store.records(owner)
+            others = [name for name in await app.inflight.owners() if name != owner]
+        except Exception as error:
+            say(f"cannot read the journal of uploads in flight ({type(error).__name__}: {error})")
+            return 5
+    for resolution in resolutions:
+        say(str(resolution))
+    left = [resolution for resolution in resolutions if resolution.problem]
+    busy = [record for record in running if record not in {r.record for r in left}]
+    if busy:
+        say(f"{len(busy)} upload(s) of this key are in flight in a running process: not touched")
+    if others:
+        say(f"{len(others)} other key(s) have uploads in flight: only a holder of each key can settle them")
+    say(f"done: {len(resolutions) - len(left)} settled, {len(left)} left")
+    return 1 if left else 0

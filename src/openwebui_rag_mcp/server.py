@@ -40,6 +40,7 @@ from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.inflight import make_journal
 from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
 from openwebui_rag_mcp.models import (
     DocumentAdded,
@@ -556,19 +557,34 @@ def _warm_up_done(task: asyncio.Task[None]) -> None:
 
 @asynccontextmanager
 async def running_app(
-    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None, locks: WriteLocks | None = None
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    locks: WriteLocks | None = None,
+    recover_at_start: bool = True,
 ) -> AsyncIterator[App]:
-    """The per-process `App`: one Open WebUI client, warmed up at once, closed at the end."""
+    """The per-process `App`: one Open WebUI client, warmed up at once (and, with `recover_at_start`, the uploads a
+    dead process with this key left in flight settled), closed at the end."""
     client = OpenWebUIClient(settings, transport=transport)
-    warm_up = asyncio.create_task(client.warm_up())
+    inflight = make_journal(settings)
+    app = App(settings=settings, client=client, locks=locks or LocalLocks(), inflight=inflight)
+    warm_up = asyncio.create_task(_start(app, recover_at_start))
     warm_up.add_done_callback(_warm_up_done)
     try:
-        yield App(settings=settings, client=client, locks=locks or LocalLocks())
+        yield app
     finally:
         warm_up.cancel()
         # Let the cancelled warm-up finish before its client closes; its outcome is the callback's to read.
         await asyncio.wait([warm_up])
         await client.aclose()
+        await inflight.aclose()
+
+
+async def _start(app: App, recover: bool) -> None:
+    """Warm the client up; then, with a key of its own, settle what a dead process with that key left in flight."""
+    await app.client.warm_up()
+    if recover and app.settings.api_key.get_secret_value():
+        await app.recover_uploads_quietly()
 
 
 def create_server(

@@ -534,7 +534,9 @@ async def sync(
     # The server's write locks: with REDIS_URL, the lease of the base that its replicas take too.
     locks = make_locks(settings)
     try:
-        async with running_app(settings, locks=locks) as app:
+        async with running_app(settings, locks=locks, recover_at_start=False) as app:
+            if not dry_run:  # first what an interrupted run (killed, or Open WebUI gone) left in no base
+                await app.recover_uploads_quietly()
             run = _Run(app, folder, knowledge_id, origin.id, say, tty)
             return await run.sync(dry_run=dry_run, delete=delete, max_delete=max_delete)
     finally:

@@ -13,7 +13,8 @@ import logging
 import mimetypes
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.inflight import Tracked
 from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
 from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
@@ -304,16 +306,21 @@ async def upload_to_base(
     `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
     empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
+    await app.recover_uploads_quietly()  # what a dead writer with this credential left
     async with app.locks.hold(knowledge_id) as lease:
         await _check_writable(app, knowledge_id)
         _still_held(lease, "upload")
         await _tell(progress, 1, 4, "uploading")
         await checkpoint()  # a call cancelled by now uploads nothing
-        # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end even
-        # when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the file id, is
-        # always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the upload request.
-        with anyio.CancelScope(shield=True):
-            done = await _upload_and_attach(app, release, knowledge_id, upload, text, progress, lease)
+        # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or
+        # the next write with this credential, or `openwebui-rag-mcp recover`) finds and removes.
+        async with _journaled(app, knowledge_id, upload) as tracked:
+            # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end
+            # even when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the
+            # file id, is always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the
+            # upload request.
+            with anyio.CancelScope(shield=True):
+                done = await _upload_and_attach(app, release, knowledge_id, upload, text, progress, lease, tracked)
         try:
             await checkpoint()
         except anyio.get_cancelled_exc_class():
@@ -328,9 +335,27 @@ async def upload_to_base(
     return done
 
 
+@asynccontextmanager
+async def _journaled(app: App, knowledge_id: str, upload: Upload) -> AsyncIterator[Tracked | None]:
+    if app.inflight is None:
+        yield None
+        return
+    async with app.inflight.tracking(app.uploads_owner(), knowledge_id, upload.filename, upload.content) as tracked:
+        yield tracked
+
+
 async def _upload_and_attach(
-    app: App, release: Release, knowledge_id: str, upload: Upload, text: str | None, progress: Progress, lease: Lease
+    app: App,
+    release: Release,
+    knowledge_id: str,
+    upload: Upload,
+    text: str | None,
+    progress: Progress,
+    lease: Lease,
+    tracked: Tracked | None,
 ) -> Uploaded:
+    """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
+    the base (attached, or nothing made, or removed again); otherwise recovery looks at the base later."""
     try:
         answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
         uploaded = normalize.file_record(answer, "an upload answer")
@@ -338,8 +363,20 @@ async def _upload_and_attach(
         failed = _failed(failure, "upload")
         if failed.outcome == "partial_or_unknown":  # said on stderr too: a cancelled call's error reaches no one
             log.warning("knowledge_add: the upload failed (%s); Open WebUI may hold the file in no base", failure.code)
+        elif tracked is not None:
+            tracked.settle()
         raise failed from None
-    return await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
+    if tracked is not None:
+        await tracked.uploaded(uploaded.file_id)
+    try:
+        done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
+    except ToolFailure as failure:
+        if tracked is not None and failure.outcome == "not_applied":  # the file was removed again
+            tracked.settle()
+        raise
+    if tracked is not None:
+        tracked.settle()
+    return done
 
 
 async def _extracted(app: App, file_id: str, filename: str) -> str:
