@@ -498,7 +498,8 @@ class Folders:
         if path not in self.ids:
             parent, _, name = path.rpartition("/")
             parent_id = await self.id_of(app, knowledge_id, parent)
-            async with app.locks.hold(knowledge_id):
+            async with app.locks.hold(knowledge_id) as lease:
+                lease.check()  # a lost lease: another replica may be writing to the base
                 try:
                     self.ids[path] = await app.client.create_folder(knowledge_id, name, parent_id)
                 except ToolFailure:
@@ -761,7 +762,8 @@ class _Run:
         """Take a document this command uploaded for this folder out of the base, and delete its file (it belongs
         to no one else)."""
         try:
-            async with self.app.locks.hold(self.knowledge_id):
+            async with self.app.locks.hold(self.knowledge_id) as lease:
+                lease.check()
                 await self.app.client.remove_file(self.knowledge_id, entry.file_id, delete_file=True)
         except ToolFailure as failure:
             return Problem.of(failure)
