@@ -20,8 +20,10 @@ import httpx
 import pytest
 
 from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.inflight import (
+    ClientUpstream,
     FileJournal,
     Inflight,
     Record,
@@ -344,3 +346,28 @@ async def test_the_recover_command_settles_and_says_what_it_did(upstream: Upstre
     code = await recover_command(make_settings(), lines.append, transport=mock_transport(upstream.router))
     assert code == 1, lines
     assert lines[-1] == "done: 0 settled, 1 left"
+
+
+@pytest.mark.parametrize("auths", ["allowed", "refused"])
+async def test_only_the_credentials_own_files_are_offered(auths: str) -> None:
+    """An admin's key lists every user's files: only its own count. Open WebUI 0.12+ refuses to tell an API key its
+    user; then only files carrying the SHA-256 of their bytes are offered (and held to the upload's bytes)."""
+    router = new_router()
+    if auths == "allowed":
+        router.get("/api/v1/auths/").respond(json={"id": "me", "role": "admin"})
+    else:
+        router.get("/api/v1/auths/").respond(403, json={"detail": "A human session is required."})
+    router.get("/api/v1/files/search").respond(
+        json=[
+            {"id": "mine", "user_id": "me", "filename": "a.md", "meta": {"file_hash": "0" * 64}},
+            {"id": "theirs", "user_id": "you", "filename": "a.md", "meta": {}},
+            {"id": "other-name", "user_id": "me", "filename": "a.md.bak", "meta": {"file_hash": "0" * 64}},
+        ]
+    )
+    client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
+    try:
+        offered = await ClientUpstream(client).files_named("a.md")
+    finally:
+        await client.aclose()
+    assert [item["id"] for item in offered] == ["mine"]
+    assert router.calls.last.request.url.params["filename"] == "a.md"

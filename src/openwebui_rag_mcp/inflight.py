@@ -372,11 +372,15 @@ def _file_id(item: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _meta(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = item.get("meta")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _made_by(item: Mapping[str, Any], record: Record) -> bool:
     """Whether a file of the record's name is the record's upload: same size and bytes where Open WebUI keeps them,
     made after the record began (less the clock slack)."""
-    meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
-    assert isinstance(meta, dict)
+    meta = _meta(item)
     if item.get("filename") != record.filename:
         return False
     size, file_hash = meta.get("size"), meta.get("file_hash")
@@ -407,9 +411,20 @@ class ClientUpstream:
         return any(record.file_id == file_id for record in normalize.file_records(files))
 
     async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
-        """Only the credential's own files: an admin lists everyone's, and another user's file is never touched."""
-        mine = await self._client.user_id()
-        return [item for item in await self._client.files_named(filename) if item.get("user_id") == mine]
+        """The credential's own files of that name: an admin lists everyone's, and another user's file is never
+        touched. Open WebUI 0.12+ does not tell an API key its own user (`/auths/` needs a signed-in session): then
+        only files that carry the SHA-256 of their bytes are offered, so `_made_by` holds them to the upload's very
+        bytes, name and time."""
+        try:
+            mine: str | None = await self._client.user_id()
+        except ToolFailure as failure:
+            if failure.code not in ("forbidden", "auth"):
+                raise
+            mine = None
+        named = await self._client.files_named(filename)
+        if mine is None:
+            return [item for item in named if isinstance(_meta(item).get("file_hash"), str)]
+        return [item for item in named if item.get("user_id") == mine]
 
     async def delete_file(self, file_id: str) -> object:
         return await self._client.delete_file(file_id)
