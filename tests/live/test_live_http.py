@@ -237,10 +237,11 @@ async def test_knowledge_find_reads_the_text_of_the_documents(request: pytest.Fi
     """knowledge_find must find a word that is in a document's text but not in its filename. Over HTTP here, but
     nothing about it is HTTP: on 0.6.43 it fails over stdio too (see the report of issue 11's live tests).
 
-    Cause (src/openwebui_rag_mcp/client.py, ``files_containing``): from 0.6.42 on, the server narrows the candidates
-    with ``GET /api/v1/knowledge/{id}/files?query=<phrase>&include_content=true``. 0.12.4 matches the query against
-    the filename or the text (``include_content``); 0.6.43 knows no ``include_content`` and matches the filename only
-    (``Knowledges.search_files_by_id``: ``File.filename.ilike``), so no document is read and the answer is empty."""
+    Cause (src/openwebui_rag_mcp/client/knowledge.py, ``files_containing``): from 0.6.42 on, the server narrows the
+    candidates with ``GET /api/v1/knowledge/{id}/files?query=<phrase>&include_content=true``. 0.12.4 matches the query
+    against the filename or the text (``include_content``); 0.6.43 knows no ``include_content`` and matches the
+    filename only (``Knowledges.search_files_by_id``: ``File.filename.ilike``), so no document is read and the answer
+    is empty."""
     if not_on_this_release(RELEASES, WHY):
         return
     first, _ = cast(tuple[Person, Person], lazily(request, "people"))

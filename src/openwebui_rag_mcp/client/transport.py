@@ -1,7 +1,8 @@
-"""The Open WebUI HTTP client: one `httpx.AsyncClient` per process and the one place that maps failures.
+"""The funnel: one `httpx.AsyncClient` per process and the one place that maps failures.
 
 Every request goes through `_send`, which turns transport errors, HTTP errors and non-JSON answers into
-`ToolFailure`s with the codes of errors.py. Nothing else in the package touches httpx exceptions.
+`ToolFailure`s with the codes of errors.py. Nothing else in the package touches httpx exceptions. Also here: the
+caller's credential, the release read once per process, and the paging every list shares.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("openwebui_rag_mcp.client")  # the package's name, for every part of the client
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 # Far above any real knowledge list (a base with 50,000 documents is 1,667 pages of 30), far below what would exhaust
@@ -84,8 +85,8 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-class OpenWebUIClient:
-    """Typed access to the Knowledge, Files and Retrieval APIs of one Open WebUI instance."""
+class ClientBase:
+    """The funnel, the credential, the release and paging that every API area of `OpenWebUIClient` builds on."""
 
     def __init__(
         self,
@@ -282,10 +283,6 @@ class OpenWebUIClient:
                 text = text.replace(secret, "[redacted]")
         return text
 
-    async def check_credential(self) -> None:
-        """One cheap authorised read with the current credential; a `ToolFailure` when Open WebUI refuses it."""
-        await self._send("GET", "api/v1/knowledge/", params={"page": 1})
-
     def quote(self, text: str) -> str:
         """Upstream text fit to quote in a message: the key redacted, whitespace folded, length capped."""
         return _detail(self._redact(text))
@@ -382,7 +379,12 @@ class OpenWebUIClient:
         except Exception:  # never an unretrieved task exception; the first tool call will meet the problem again
             log.exception("reading Open WebUI's version failed; will retry on the next call")
 
-    # -- reads ------------------------------------------------------------------------------------------------
+    def _release_stale(self, release: Release) -> None:
+        """Forget a release an answer showed to be wrong; the next call reads the version again."""
+        if self._release is release:
+            self._release = None
+
+    # -- paging and per-release reads -------------------------------------------------------------------------
 
     async def _all_pages(
         self, path: str, what: str, first_answer: Json = None, params: Mapping[str, str] | None = None
@@ -472,254 +474,6 @@ class OpenWebUIClient:
             if fresh.version == release.version:
                 raise
         return await read(fresh)
-
-    async def list_knowledge(self) -> list[Mapping[str, Any]]:
-        async def read(release: Release) -> list[Mapping[str, Any]]:
-            what = "the list of knowledge bases"
-            if release.paged_lists:
-                items, _ = await self._all_pages("api/v1/knowledge/", what)
-                return items
-            body = await self._send("GET", "api/v1/knowledge/")
-            if isinstance(body, Mapping):  # a paged answer: this Open WebUI is newer than the version we read
-                self._release_stale(release)
-                items, _ = await self._all_pages("api/v1/knowledge/", what, first_answer=body)
-                return items
-            items, _ = normalize.page(body, what)
-            return items
-
-        return await self._per_release(read)
-
-    def _release_stale(self, release: Release) -> None:
-        """Forget a release an answer showed to be wrong; the next call reads the version again."""
-        if self._release is release:
-            self._release = None
-
-    async def count_knowledge(self) -> int:
-        """How many bases the key can read, with one authorised request (the health check)."""
-        release = await self.release()
-        params = {"page": 1} if release.paged_lists else None
-        items, total = normalize.page(
-            await self._send("GET", "api/v1/knowledge/", params=params), "the list of knowledge bases"
-        )
-        return total if total is not None else len(items)
-
-    async def search_knowledge(self, query: str) -> list[Mapping[str, Any]]:
-        """Every base `GET /knowledge/search?query=` (0.6.42+) matches, in its order: all pages, or a failure.
-
-        Open WebUI matches `%query%` with ILIKE on the name and description (0.12 also the owner's name, email and
-        username), so the caller filters the answer again. Pages are read like `_all_pages` reads a list: page 1
-        tells the total, the rest a few at a time, and a list that comes out short is read once more, then refused.
-        """
-        path = "api/v1/knowledge/search"
-        what = "the knowledge bases matching a query"
-
-        async def read(number: int) -> tuple[list[Mapping[str, Any]], int | None]:
-            return normalize.page(await self._send("GET", path, params={"query": query, "page": number}), what)
-
-        gate = asyncio.Semaphore(_PAGE_CONCURRENCY)
-
-        async def gated(number: int) -> list[Mapping[str, Any]]:
-            async with gate:
-                return (await read(number))[0]
-
-        for _ in (1, 2):
-            first, total = await read(1)
-            if total is None:
-                raise normalize.unexpected(f"{what} as a flat list")
-            if total <= len(first):
-                return first
-            if not first:
-                raise normalize.unexpected(f"{what}: an empty first page of {total} items")
-            if total > self._max_list_items:
-                raise ToolFailure(
-                    "unexpected_response",
-                    f"GET /{path}: Open WebUI reports {total:,} matching bases, more than this server reads in one "
-                    f"list ({self._max_list_items:,}); refused rather than answer with part of it",
-                )
-            # gather, not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits leaves the calling
-            # task with a cancellation request it never withdraws, which the SDK's cancel scopes then act on.
-            pages = await asyncio.gather(
-                *(gated(n) for n in range(2, math.ceil(total / len(first)) + 1)), return_exceptions=True
-            )
-            for page in pages:
-                if isinstance(page, BaseException):  # the first failed page, in page order, is the one reported
-                    raise page
-            seen: set[object] = set()
-            items: list[Mapping[str, Any]] = []
-            for item in [*first, *(item for page in pages if not isinstance(page, BaseException) for item in page)]:
-                if item.get("id") not in seen:  # an item can move between pages while we read them
-                    seen.add(item.get("id"))
-                    items.append(item)
-            if len(items) >= total:
-                return items
-            log.info(
-                "GET /%s: %d of %d matches; the list changed while it was read, reading it again",
-                path,
-                len(items),
-                total,
-            )
-        raise ToolFailure(
-            "unexpected_response",
-            f"GET /{path}: Open WebUI listed {len(items)} of the {total} matching bases it reports, twice; refused "
-            "rather than answer with part of the list",
-        )
-
-    async def knowledge(self, knowledge_id: str) -> Mapping[str, Any]:
-        body = await self._send("GET", f"api/v1/knowledge/{segment(knowledge_id)}")
-        if body is None:  # releases before 0.7 answer 200 null when the key cannot read the base
-            raise ToolFailure("not_found", f"knowledge base {knowledge_id} not found, or not visible to this API key")
-        return _object(body, "a knowledge base")
-
-    async def knowledge_files(self, knowledge_id: str, page: int | None) -> tuple[list[Mapping[str, Any]], int | None]:
-        """The documents of a base: every page (page=None) or one page of Open WebUI's page size."""
-
-        async def read(release: Release) -> tuple[list[Mapping[str, Any]], int | None]:
-            if not release.paged_lists:
-                files = normalize.nested_files(await self.knowledge(knowledge_id))
-                if page is None:
-                    return files, len(files)
-                return files[(page - 1) * 30 : page * 30], len(files)
-            path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
-            if page is None:
-                return await self._all_pages(path, "the files of a knowledge base")
-            return normalize.page(await self._send("GET", path, params={"page": page}), "the files of a knowledge base")
-
-        return await self._per_release(read)
-
-    async def folder(
-        self, knowledge_id: str, folder_id: str, *, documents: bool = True
-    ) -> tuple[list[Mapping[str, Any]], list[normalize.Subfolder]]:
-        """One folder of a base (0.9.6+; `folder_id` "" is its top): the documents directly in it (every page; none
-        with `documents=False`, which reads one page) and the folders directly under it."""
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
-        params = {"directory_id": folder_id}
-        first = await self._send("GET", path, params={**params, "page": 1})
-        subfolders = normalize.subfolders(first)
-        if not documents:
-            return [], subfolders
-        items, _ = await self._all_pages(path, "the documents of a folder", first_answer=first, params=params)
-        return items, subfolders
-
-    async def files_containing(self, knowledge_id: str, phrase: str | None) -> list[Mapping[str, Any]]:
-        """The documents of a base whose filename or text Open WebUI's own content search matches with `phrase`
-        (its ILIKE, not exact matching: the caller decides what it may ask) where the release has it; elsewhere,
-        and for None, every document."""
-
-        async def read(release: Release) -> list[Mapping[str, Any]]:
-            if not release.paged_lists:
-                return normalize.nested_files(await self.knowledge(knowledge_id))
-            path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
-            # Earlier paged releases match `query` against the filename only: there, read every document.
-            params = None
-            if release.content_search and phrase is not None:
-                params = {"query": phrase, "include_content": "true"}
-            items, _ = await self._all_pages(path, "the files of a knowledge base", params=params)
-            return items
-
-        return await self._per_release(read)
-
-    async def query_collection(self, collection_names: list[str], query: str, k: int, k_reranker: int | None) -> Json:
-        body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
-        if k_reranker is not None:
-            body["k_reranker"] = k_reranker
-        return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body, read=True)
-
-    async def retrieval_config(self) -> Mapping[str, Any]:
-        """Open WebUI's retrieval settings (admin keys only)."""
-        return _object(await self._send("GET", "api/v1/retrieval/config"), "the retrieval settings")
-
-    async def file(self, file_id: str) -> Json:
-        return await self._send("GET", f"api/v1/files/{segment(file_id)}")
-
-    # -- writes (never retried; the caller holds the write lock) ---------------------------------------------
-
-    async def create_knowledge(self, release: Release, name: str, description: str) -> Mapping[str, Any]:
-        body: dict[str, Any] = {"name": name, "description": description}
-        if not release.private_by_default:
-            # Before 0.8 a base without access_control is readable by every user; {} is private. Later releases
-            # ignore the field, so an unreadable version gets it too.
-            body["access_control"] = {}
-        return _object(await self._send("POST", "api/v1/knowledge/create", json_body=body), "a new knowledge base")
-
-    async def upload(
-        self, filename: str, content: bytes, metadata: Mapping[str, Any], content_type: str = "text/markdown"
-    ) -> Mapping[str, Any]:
-        answer = await self._send(
-            "POST",
-            "api/v1/files/",
-            files={"file": (filename, content, content_type)},
-            data={"metadata": json.dumps(metadata, ensure_ascii=False)},
-        )
-        return _object(answer, "an uploaded file")
-
-    async def delete_file(self, file_id: str) -> Json:
-        """Delete a file this server uploaded and could not add to a base."""
-        return await self._send("DELETE", f"api/v1/files/{segment(file_id)}")
-
-    async def process_status(self, file_id: str) -> str:
-        answer = _object(await self._send("GET", f"api/v1/files/{segment(file_id)}/process/status"), "a status")
-        status = answer.get("status")
-        if not isinstance(status, str):
-            raise normalize.unexpected("a processing status without a status")
-        return status
-
-    async def add_file(self, knowledge_id: str, file_id: str, directory_id: str | None = None) -> Json:
-        """Attach a processed file to a base, into one of its folders (0.9.6+) when `directory_id` is given."""
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/add"
-        folder = {"directory_id": directory_id} if directory_id is not None else {}
-        return await self._send("POST", path, json_body={"file_id": file_id, **folder})
-
-    async def sync_diff(self, knowledge_id: str, manifest: Sequence[Mapping[str, Any]]) -> Json:
-        """Open WebUI's own comparison of a folder with a base (0.9.6+; needs write access, changes nothing)."""
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/sync/diff"
-        return await self._send("POST", path, json_body={"manifest": manifest})
-
-    async def create_folder(self, knowledge_id: str, name: str, parent_id: str | None) -> str:
-        """A folder in a base (0.9.6+), under `parent_id` or at the top; its id."""
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/dirs/create"
-        answer = _object(await self._send("POST", path, json_body={"name": name, "parent_id": parent_id}), "a folder")
-        folder_id = answer.get("id")
-        if not isinstance(folder_id, str) or not folder_id:
-            raise normalize.unexpected("a folder without an id")
-        return folder_id
-
-    async def update_file_text(self, file_id: str, text: str) -> Json:
-        path = f"api/v1/files/{segment(file_id)}/data/content/update"
-        return await self._send("POST", path, json_body={"content": text})
-
-    async def reindex_file(self, knowledge_id: str, file_id: str) -> Json:
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/update"
-        return await self._send("POST", path, json_body={"file_id": file_id})
-
-    async def remove_file(self, knowledge_id: str, file_id: str, *, delete_file: bool = False) -> Json:
-        """Take a file out of a base; with `delete_file`, delete the file itself too (sync does, for its own)."""
-        path = f"api/v1/knowledge/{segment(knowledge_id)}/file/remove"
-        params = {"delete_file": "true" if delete_file else "false"}
-        return await self._send("POST", path, params=params, json_body={"file_id": file_id})
-
-    async def user_id(self) -> str:
-        """The id of the user the current credential belongs to."""
-        answer = _object(await self._send("GET", "api/v1/auths/"), "the signed-in user")
-        user_id = answer.get("id")
-        if not isinstance(user_id, str) or not user_id:
-            raise normalize.unexpected("a user without an id")
-        return user_id
-
-    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
-        """The files named exactly `filename` that the credential can list (its own; an admin's: everyone's), without
-        their text. Open WebUI matches a glob, so the name's wildcard characters are escaped."""
-        pattern = "".join(f"[{char}]" if char in "*?[" else char for char in filename)
-        try:
-            answer = await self._send(
-                "GET", "api/v1/files/search", params={"filename": pattern, "content": "false", "limit": 1000}
-            )
-        except ToolFailure as failure:
-            if failure.code == "not_found":  # Open WebUI answers 404 when no file matches
-                return []
-            raise
-        if not isinstance(answer, list):
-            raise normalize.unexpected("a file search")
-        return [item for item in answer if isinstance(item, dict) and item.get("filename") == filename]
 
 
 def _object(body: Json, what: str) -> Mapping[str, Any]:

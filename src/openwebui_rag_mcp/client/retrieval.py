@@ -1,0 +1,22 @@
+"""The Retrieval API (`/api/v1/retrieval/...`): the vector query over bases and the retrieval settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from openwebui_rag_mcp.client.transport import ClientBase, Json, _object
+
+
+class RetrievalAPI(ClientBase):
+    """Retrieval over bases."""
+
+    async def query_collection(self, collection_names: list[str], query: str, k: int, k_reranker: int | None) -> Json:
+        body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
+        if k_reranker is not None:
+            body["k_reranker"] = k_reranker
+        return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body, read=True)
+
+    async def retrieval_config(self) -> Mapping[str, Any]:
+        """Open WebUI's retrieval settings (admin keys only)."""
+        return _object(await self._send("GET", "api/v1/retrieval/config"), "the retrieval settings")
