@@ -371,3 +371,13 @@ async def test_only_the_credentials_own_files_are_offered(auths: str) -> None:
         await client.aclose()
     assert [item["id"] for item in offered] == ["mine"]
     assert router.calls.last.request.url.params["filename"] == "a.md"
+
+
+async def test_a_file_deleted_meanwhile_settles_the_record(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1")
+    (resolution,) = await recover(inflight, FakeUpstream(deleted=["file-1"]), OWNER)
+    assert resolution.gone
+    assert "deleted meanwhile" in str(resolution)
+    assert await records(inflight) == []

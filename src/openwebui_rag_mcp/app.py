@@ -193,6 +193,7 @@ class App:
     created: CreatedBases = field(init=False)
     # The journal of uploads in flight (None: writes keep none, as in tests that build an App by hand).
     inflight: Inflight | None = None
+    recovering: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "created", CreatedBases(self.locks.sets))
@@ -210,7 +211,8 @@ class App:
         their files are removed, or kept where the base holds them. Each outcome is logged."""
         if self.inflight is None:
             return []
-        resolutions = await recover(self.inflight, ClientUpstream(self.client), self.uploads_owner())
+        async with self.recovering:  # one at a time: the start's and a first write's would settle the same records
+            resolutions = await recover(self.inflight, ClientUpstream(self.client), self.uploads_owner())
         for resolution in resolutions:
             log.warning("uploads in flight: %s", resolution)
         return resolutions

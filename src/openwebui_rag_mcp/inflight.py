@@ -328,6 +328,7 @@ class Resolution:
     deleted: tuple[str, ...]  # file ids removed
     kept: str | None  # the file id the base holds: the write had completed
     problem: str | None = None  # why the record stays
+    gone: bool = False  # its file was deleted meanwhile
 
     def __str__(self) -> str:
         what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
@@ -337,6 +338,8 @@ class Resolution:
             return f"kept {what}: the base holds file {self.kept} (the write had completed)"
         if self.deleted:
             return f"removed {what}: file(s) {', '.join(self.deleted)} were in no base"
+        if self.gone:
+            return f"nothing left of {what}: its file {self.record.file_id} was deleted meanwhile"
         return f"nothing left of {what}: no file was made"
 
 
@@ -360,9 +363,9 @@ async def resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Res
             deleted.append(file_id)
     except ToolFailure as failure:
         if failure.code == "not_found" and record.file_id is not None:  # deleted meanwhile: nothing is left
-            deleted, kept = [], None
-        else:
-            return Resolution(record, (), None, f"{failure.code}: {failure.message}")
+            await inflight.drop(record)
+            return Resolution(record, (), None, gone=True)
+        return Resolution(record, (), None, f"{failure.code}: {failure.message}")
     await inflight.drop(record)
     return Resolution(record, tuple(deleted), kept)
 
