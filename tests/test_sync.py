@@ -437,7 +437,8 @@ async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Ba
 
 
 async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base, tmp_path: Path) -> None:
-    """This folder synced the base by names before Open WebUI had folders: it goes on that way."""
+    """This folder synced the base by names before Open WebUI had folders (its uploads carry the source id in their
+    name and, where the release keeps it (0.6.43, 0.8.12), in their metadata): it goes on that way."""
     (tmp_path / "a.md").write_text("# A")
     (tmp_path / "b.md").write_text("# B")
     (tmp_path / sync_module.SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
@@ -445,7 +446,8 @@ async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base,
     from openwebui_rag_mcp.server import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", {})
+        mark = {sync_module.SOURCE_KEY: "handbook1"}
+        upload = writes.Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", mark)
         await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     code, lines = await run(tmp_path)
     assert code == OK
@@ -860,3 +862,21 @@ def test_a_link_swapped_in_after_the_look_is_never_read(tmp_path: Path, monkeypa
     assert [file.relative for file in local] == ["plain.md"]
     assert [entry.relative for entry in skipped] == ["swapped.md"]
     assert "link" in skipped[0].why
+
+
+async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base: Base, tmp_path: Path) -> None:
+    """Someone who knows the folder's source id files a document under a name carrying it: on a release with folders
+    (which keeps upload metadata) the name alone neither switches the base to names nor makes --delete remove it."""
+    from openwebui_rag_mcp.server import running_app
+
+    async with running_app(make_settings()) as app:
+        upload = writes.Upload("report~laptop~0123456789ab.md", b"# filed by hand", "text/markdown", {})
+        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+    theirs = set(base.members)
+    (tmp_path / "other.md").write_text("# other")
+    code, lines = await run(tmp_path, delete=True, source="laptop")
+    assert code == OK, lines
+    if base.mirrored:  # releases with folders: the mark in the metadata decides
+        assert not any("naming them that way" in line for line in lines), lines
+        assert theirs <= set(base.members)
+        assert "other.md" in base.names()

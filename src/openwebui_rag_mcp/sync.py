@@ -39,7 +39,9 @@ How the base says which version of which file it holds, and whose it is, depends
 - **Older releases**, and bases this folder synced that way before Open WebUI had folders: each file is uploaded
   under a name that carries its path, the folder's source id and the first 12 hex digits of its SHA-256
   (`notes_todo~5b0a20f4~3f2a9c0d1e4b.md`), since older releases keep no folders and 0.6.5 no upload metadata: the
-  name is the mark. Names without a source id (`notes_todo~3f2a9c0d1e4b.md`) are an earlier version's, or anyone's.
+  name is the mark there. The source id goes into the upload metadata too, and once the release has folders (an
+  upgraded Open WebUI) a named document is this folder's only with it: a name alone never decides where the release
+  keeps metadata. Names without a source id (`notes_todo~3f2a9c0d1e4b.md`) are an earlier version's, or anyone's.
 """
 
 from __future__ import annotations
@@ -563,7 +565,7 @@ async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
     documents = [normalize.folder_document(item) for item in raw]
     # The base goes on with the name scheme only when it holds this folder's documents under it (a base synced
     # before Open WebUI had folders); a name alone, which anyone can give a file, never decides.
-    named_ours = source is not None and any(_named_by(d, source) for d in documents)
+    named_ours = source is not None and any(_named_by(d, source, release.folders) for d in documents)
     mirrored = release.folders and not named_ours
     if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
         folder_of = await _folders_of_documents(app, knowledge_id)
@@ -574,7 +576,8 @@ async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
         if source is not None and mirrored and _marked(document) and _source_of(document) == source:
             base.ours.append(RemoteFile(document.file_id, document.path, document.sha256 or ""))
             continue
-        if source is not None and not mirrored and parsed is not None and parsed[2] == source:
+        if source is not None and not mirrored and _named_by(document, source, release.folders):
+            assert parsed is not None
             base.ours.append(RemoteFile(document.file_id, parsed[0], parsed[1]))
             continue
         names = [(document.path, document.sha256)] if document.sha256 else []
@@ -594,10 +597,15 @@ def _source_of(document: normalize.FolderDocument) -> str | None:
     return source if isinstance(source, str) and source else None
 
 
-def _named_by(document: normalize.FolderDocument, source: str) -> bool:
-    """Whether the document is this folder's under the name scheme (its name carries the folder's source id)."""
+def _named_by(document: normalize.FolderDocument, source: str, folders: bool) -> bool:
+    """Whether the document is this folder's under the name scheme: its name carries the folder's source id, and,
+    on a release with folders (which keeps upload metadata), so does its metadata. There a name alone, which anyone
+    can give a file, never makes a document this folder's; before, the name is all a release keeps (0.6.5 drops
+    upload metadata)."""
     parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
-    return parsed is not None and parsed[2] == source
+    if parsed is None or parsed[2] != source:
+        return False
+    return not folders or document.upload_metadata.get(SOURCE_KEY) == source
 
 
 @dataclass
@@ -747,9 +755,11 @@ class _Run:
         except ToolFailure as failure:
             return Problem.of(failure, "could not make its folder in the base: ")
         name = file.relative.rpartition("/")[2] if file.mirrored else synced_name(file, self.source)
-        metadata = {"title": file.relative, "source": file.relative}
+        # The source id in the metadata too, where a release keeps it: on a release with folders a name alone never
+        # makes a document this folder's.
+        metadata = {"title": file.relative, "source": file.relative, SOURCE_KEY: self.source}
         if file.mirrored:
-            metadata |= {"synced_by": SYNCED_BY, SOURCE_KEY: self.source}
+            metadata |= {"synced_by": SYNCED_BY}
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         upload = Upload(name, content, content_type, metadata, folder_id)
         try:
