@@ -297,6 +297,29 @@ def test_a_document_named_like_a_sync_name_is_never_taken(live_openwebui: Instan
     assert set(documents(inst, knowledge_id)) == set(by_hand) | {ours["other.md"]}
 
 
+def test_a_name_carrying_this_folders_own_source_id_is_not_enough(live_openwebui: Instance, tmp_path: Path) -> None:
+    """Someone who knows the folder's source id files a document under a name carrying it. Where the release has
+    folders (and keeps upload metadata) the name alone makes nothing this folder's: it neither switches the base to
+    names nor is removed by --delete. Before, the name is the mark by design (0.6.5 keeps no upload metadata)."""
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    if not mirrors(inst):
+        print(f"Open WebUI {inst.version} keeps no folders: the name is the mark there")
+        return
+    knowledge_id = new_base(inst, "own-id")
+    file_id = owui.upload_text(inst, "report~probe1~0123456789ab.md", f"# Filed by hand, run {run}\n")
+    owui.add_file(inst, knowledge_id, file_id)
+    folder = tmp_path / "folder"
+    write(folder, ["other.md"], run)
+    done = sync(inst, folder, knowledge_id, "--delete", "--source", "probe1")
+    said = "\n".join(done.lines)
+    assert done.code == 0, said
+    assert "goes on naming them that way" not in said, said
+    assert done.summary == NO_WRITE | {"added": 1, "unchanged": 0, "failed": 0}, said
+    held = documents(inst, knowledge_id)
+    assert held.get(file_id) == "report~probe1~0123456789ab.md", held
+    assert file_id in owui.file_ids(inst)
+
+
 # -- 4. Files that cannot be read --------------------------------------------------------------------------------------
 
 
