@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
 import pytest
 import respx
@@ -271,3 +272,23 @@ async def test_without_redis_created_bases_stay_in_the_process_per_caller(router
         await writes.create_knowledge(app, "new", "")
         await app.recall_created()  # nothing to share: a no-op
         assert app.allowed_bases() == [MINE, NEW_KB]
+
+
+async def test_a_redis_that_does_not_answer_holds_no_tool_call(router: respx.Router) -> None:
+    """Under an allowlist every tool call asks Redis what its caller created elsewhere: bounded, so a Redis that
+    hangs costs a moment and what this replica knows still applies (the allowlist itself always does)."""
+
+    class Hanging(SharedStore):
+        async def members(self, key: str) -> set[str]:
+            await anyio.sleep(3600)
+            return set()
+
+    settings = make_settings(**ALLOW_CREATE)
+    client = OpenWebUIClient(settings, transport=mock_transport(router))
+    app = App(settings=settings, client=client, locks=LeaseLocks(Hanging(), wait_seconds=5))
+    try:
+        with anyio.fail_after(60):  # a hang guard; the bound itself is half a second
+            await app.recall_created()
+    finally:
+        await client.aclose()
+    assert app.allowed_bases() == [MINE]

@@ -471,3 +471,30 @@ async def test_health_over_http_shows_no_upstream_url_or_allowlist() -> None:
     shown = json.dumps(body) + json.dumps([block.model_dump() for block in health.content])
     assert BASE_URL.removeprefix("http://").split("/")[0] not in shown
     assert "kb-secret" not in shown
+
+
+async def test_a_caller_accepted_lately_is_not_locked_out_by_others_failing() -> None:
+    """Every caller may come through one address (Open WebUI's container, a proxy): once its failed checks are used
+    up, a credential accepted within the hour is still checked (and admitted), while new ones wait."""
+    router = openwebui()
+    now = [1000.0]
+    async with serving_at(router, lambda: now[0]) as base:
+        assert (await post_mcp(base, {"Authorization": f"Bearer {ALICE}"})).status_code == 200
+        now[0] += web.ACCEPTED_SECONDS + 1  # no longer admitted from memory alone
+        for number in range(web.FAILURES_PER_CLIENT):
+            await post_mcp(base, {"Authorization": f"Bearer sk-guess-{number:020d}"})
+        known = await post_mcp(base, {"Authorization": f"Bearer {ALICE}"})
+        new = await post_mcp(base, {"Authorization": f"Bearer {BOB}"})
+    assert (known.status_code, new.status_code) == (200, 429)
+    assert credential_checks(router).count(ALICE) == 2
+
+
+async def test_service_mode_admits_a_good_token_whatever_others_sent() -> None:
+    router = openwebui()
+    env = {"OPENWEBUI_MCP_AUTH": "service", "OPENWEBUI_API_KEY": SERVICE_KEY, "OPENWEBUI_MCP_TOKENS": AGENT_TOKEN}
+    async with serving(router, **env) as base:
+        for number in range(web.FAILURES_PER_CLIENT + 2):
+            await post_mcp(base, {"Authorization": f"Bearer sk-guess-{number:020d}"})
+        bad = await post_mcp(base, {"Authorization": f"Bearer sk-guess-{'y' * 20}"})
+        good = await post_mcp(base, {"Authorization": f"Bearer {AGENT_TOKEN}"})
+    assert (bad.status_code, good.status_code) == (429, 200)

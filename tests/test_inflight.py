@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import anyio
 import httpx
 import pytest
 
+from openwebui_rag_mcp import inflight as inflight_module
 from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
@@ -33,7 +33,19 @@ from openwebui_rag_mcp.inflight import (
     recover_command,
 )
 from tests.conftest import API_KEY, make_settings, mock_transport, new_router
-from tests.test_writes import FILE, KB, Upstream, add_args, answer, call, connect, error_of, form_parts, ok_of
+from tests.test_writes import (
+    FILE,
+    KB,
+    Upstream,
+    add_args,
+    answer,
+    call,
+    connect,
+    error_of,
+    form_parts,
+    ok_of,
+    upload_metadata,
+)
 
 pytestmark = pytest.mark.anyio
 OWNER = "a" * 64
@@ -70,7 +82,7 @@ def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
 
 async def abandon(inflight: Inflight, file_id: str | None, owner: str = OWNER) -> None:
     """A write that ends without settling its upload (killed, or its file could not be removed again)."""
-    async with inflight.tracking(owner, "kb", "a.md", b"hello") as tracked:
+    async with inflight.tracking(owner, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
         if file_id is not None:
             await tracked.uploaded(file_id)
         raise RuntimeError("the write ended without settling")
@@ -83,7 +95,7 @@ async def records(inflight: Inflight) -> list[Record]:
 
 async def test_a_settled_write_leaves_no_record(tmp_path: Path) -> None:
     inflight = journal(tmp_path)
-    async with inflight.tracking(OWNER, "kb", "a.md", b"hello") as tracked:
+    async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
         (during,) = await records(inflight)
         assert (during.knowledge_id, during.filename, during.size, during.file_id) == ("kb", "a.md", 5, None)
         await tracked.uploaded("file-1")
@@ -107,7 +119,7 @@ async def test_an_unsettled_write_leaves_its_record_for_recovery_at_once(tmp_pat
 
 async def test_a_running_writer_is_not_recovered(tmp_path: Path) -> None:
     inflight = journal(tmp_path)
-    async with inflight.tracking(OWNER, "kb", "a.md", b"hello") as tracked:
+    async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
         await tracked.uploaded("file-1")
         assert await inflight.gone(OWNER) == []
         assert await recover(inflight, FakeUpstream(), OWNER) == []
@@ -134,7 +146,7 @@ def start_writer(tmp_path: Path) -> subprocess.Popen[bytes]:
 
         async def main():
             inflight = Inflight(FileJournal(pathlib.Path({str(tmp_path / "inflight")!r})))
-            async with inflight.tracking({OWNER!r}, "kb", "a.md", b"hello") as tracked:
+            async with inflight.tracking({OWNER!r}, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
                 await tracked.uploaded("file-9")
                 pathlib.Path({str(ready)!r}).touch()
                 await asyncio.sleep(3600)
@@ -239,7 +251,7 @@ async def test_a_journal_that_cannot_be_written_refuses_the_upload(tmp_path: Pat
     blocked.write_text("")
     inflight = Inflight(FileJournal(blocked / "inflight"))
     with pytest.raises(ToolFailure) as caught:
-        async with inflight.tracking(OWNER, "kb", "a.md", b"hello"):
+        async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60):
             pytest.fail("the write must not start")
     assert caught.value.code == "upstream_unavailable"
     assert caught.value.request_sent is False
@@ -315,7 +327,7 @@ async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) 
     journal, owner = server_journal()
     now = time.time()
     dead = Record(
-        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, socket.gethostname(), os.getpid(), "x", FILE
+        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, inflight_module._HOST(), os.getpid(), "x", FILE
     )
     await journal._store.put(dead)
     async with connect(upstream):
@@ -329,7 +341,7 @@ async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) 
 async def test_the_recover_command_settles_and_says_what_it_did(upstream: Upstream) -> None:
     journal, owner = server_journal()
     now = time.time()
-    here = socket.gethostname()
+    here = inflight_module._HOST()
     await journal._store.put(Record("r1", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
     await journal._store.put(Record("r2", "b" * 64, KB, "other.md", 5, "0" * 64, now, 0.0, here, 1, "x", "f-2"))
     lines: list[str] = []
@@ -381,3 +393,89 @@ async def test_a_file_deleted_meanwhile_settles_the_record(tmp_path: Path) -> No
     assert resolution.gone
     assert "deleted meanwhile" in str(resolution)
     assert await records(inflight) == []
+
+
+def unknown_record(clock: list[float], *, marked: bool) -> Record:
+    now = clock[0]
+    return Record("r9", OWNER, "kb", "a.md", 5, "0" * 64, now, 0.0, "gone", 1, "x", None, marked, now + 60)
+
+
+async def test_a_marked_upload_is_told_from_the_same_bytes_elsewhere(tmp_path: Path) -> None:
+    """Where the release keeps upload metadata only the upload carrying the record's own mark is its: a file of the
+    same name and bytes made meanwhile for another base (or by anyone) is never deleted."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    record = unknown_record(clock, marked=True)
+    await inflight._store.put(record)
+    made = int(clock[0]) + 1
+
+    def same(file_id: str, data: dict[str, str]) -> dict[str, Any]:
+        meta: dict[str, Any] = {"size": 5, "file_hash": "0" * 64, "data": data}
+        return {"id": file_id, "filename": "a.md", "created_at": made, "meta": meta}
+
+    upstream = FakeUpstream(
+        files=[
+            same("for-base-b", {"openwebui_rag_mcp_upload": "other-record"}),
+            same("by-hand", {}),
+            same("ours", {"openwebui_rag_mcp_upload": "r9"}),
+        ]
+    )
+    clock[0] += 3600
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["ours"], resolution
+
+
+async def test_an_upload_that_may_still_land_is_looked_at_later(tmp_path: Path) -> None:
+    """Killed during the upload request, found nowhere yet: Open WebUI may still be storing it, so the record stays
+    until the upload's answer was due (plus the clock slack), and a file that landed by then is removed."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    await inflight._store.put(unknown_record(clock, marked=False))
+    upstream = FakeUpstream()
+    (early,) = await recover(inflight, upstream, OWNER)
+    assert early.problem is not None
+    assert "still be landing" in early.problem
+    assert len(await records(inflight)) == 1
+    upstream.files.append(
+        {
+            "id": "landed",
+            "filename": "a.md",
+            "created_at": int(clock[0]) + 30,
+            "meta": {"size": 5, "file_hash": "0" * 64},
+        }
+    )
+    clock[0] += 30
+    (later,) = await recover(inflight, upstream, OWNER)
+    assert later.deleted == ("landed",)
+    assert await records(inflight) == []
+
+
+async def test_an_unmarked_file_made_long_after_the_upload_was_due_is_not_its(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    await inflight._store.put(unknown_record(clock, marked=False))
+    late = {"id": "later", "filename": "a.md", "created_at": int(clock[0]) + 3600, "meta": {"size": 5}}
+    upstream = FakeUpstream(files=[late])
+    clock[0] += 7200
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == []
+    assert "no file was made" in str(resolution)
+
+
+@pytest.mark.parametrize(("release", "marked"), [("0.12.4", True), ("0.6.5", False)])
+async def test_uploads_carry_the_records_mark_where_the_release_keeps_metadata(release: str, marked: bool) -> None:
+    upstream = Upstream(new_router(), release=release)
+    journal_, owner = server_journal()
+    seen: list[Record] = []
+
+    async def upload_seen(request: httpx.Request) -> httpx.Response:
+        seen.extend(await journal_._store.records(owner))
+        return upstream._upload(request)
+
+    upstream.upload.side_effect = upload_seen
+    ok_of(await call(upstream, "knowledge_add", add_args()))
+    sent = upload_metadata(upstream.upload.calls.last.request)
+    (record,) = seen
+    assert record.marked is marked
+    assert sent.get("openwebui_rag_mcp_upload") == (record.id if marked else None)
+    assert "openwebui_rag_mcp_upload" in writes.RESERVED_METADATA_KEYS

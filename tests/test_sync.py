@@ -880,3 +880,20 @@ async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base
         assert not any("naming them that way" in line for line in lines), lines
         assert theirs <= set(base.members)
         assert "other.md" in base.names()
+
+
+async def test_a_folder_replaced_by_a_link_keeps_its_documents(base: Base, tmp_path: Path) -> None:
+    """A subfolder that is now a link (to the same files, moved elsewhere) is not followed, and what it held is not
+    gone: --delete keeps its documents."""
+    folder, elsewhere = tmp_path / "folder", tmp_path / "elsewhere"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("# A")
+    (folder / "sub" / "b.md").write_text("# B")
+    assert (await run(folder))[0] == OK
+    held = set(base.members)
+    (folder / "sub").rename(elsewhere)
+    (folder / "sub").symlink_to(elsewhere, target_is_directory=True)
+    code, lines = await run(folder, delete=True)
+    assert code == SOME_FAILED, lines
+    assert "link to a folder" in skipped_lines(lines)["sub"]
+    assert held <= set(base.members)

@@ -26,6 +26,8 @@ from openwebui_rag_mcp.models import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
+RECALL_SECONDS = 0.5  # the most a tool call waits to learn what its caller created on other replicas
+
 # Credentials whose readable bases are remembered at once (HTTP transport, one per caller); the oldest goes first.
 READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
@@ -173,7 +175,9 @@ class CreatedBases:
         if self._shared is None:
             return
         try:
-            self._keep(caller, await self._shared.members(CREATED_PREFIX + caller))
+            # Bounded: every tool call under an allowlist asks, and a Redis that does not answer must not hold reads.
+            async with asyncio.timeout(RECALL_SECONDS):
+                self._keep(caller, await self._shared.members(CREATED_PREFIX + caller))
         except Exception as error:  # what this replica knows still applies
             log.warning("could not read the shared created knowledge bases from Redis (%s)", type(error).__name__)
 
@@ -212,7 +216,9 @@ class App:
         if self.inflight is None:
             return []
         async with self.recovering:  # one at a time: the start's and a first write's would settle the same records
-            resolutions = await recover(self.inflight, ClientUpstream(self.client), self.uploads_owner())
+            resolutions = await recover(
+                self.inflight, ClientUpstream(self.client), self.uploads_owner(), self.locks.hold
+            )
         for resolution in resolutions:
             log.warning("uploads in flight: %s", resolution)
         return resolutions

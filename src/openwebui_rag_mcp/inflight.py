@@ -30,7 +30,7 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +42,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.normalize import UPLOAD_MARK  # the record's id in the upload metadata
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,24 @@ def _process_start(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
-_HOST = socket.gethostname
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _host() -> str:
+    """This machine and pid namespace: a pid means the same process only where all three agree (containers may share
+    a host name, and a pid namespace their pids)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{_read('/proc/sys/kernel/random/boot_id')}/{namespace}"
+
+
+_HOST = _host
 _ME: tuple[int, str] | None = None
 
 
@@ -87,6 +105,8 @@ class Record:
     pid: int
     pid_start: str
     file_id: str | None = None
+    marked: bool = False  # the upload carries UPLOAD_MARK = id in its metadata (the release keeps upload metadata)
+    answer_by: float = 0.0  # when the upload's answer was due at the latest (its start plus OPENWEBUI_TIMEOUT)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -242,9 +262,12 @@ class Inflight:
         await self._store.put(replace(record, alive_until=self._clock() + self._alive))
 
     @asynccontextmanager
-    async def tracking(self, owner: str, knowledge_id: str, filename: str, content: bytes) -> AsyncIterator[Tracked]:
+    async def tracking(
+        self, owner: str, knowledge_id: str, filename: str, content: bytes, *, marked: bool, answer_within: float
+    ) -> AsyncIterator[Tracked]:
         """Record an upload before it is sent; drop the record when the write settled it. A write that ends without
-        settling (an error while removing its file again) leaves its record marked gone, for the next recovery."""
+        settling (an error while removing its file again) leaves its record marked gone, for the next recovery.
+        `marked`: the upload will carry UPLOAD_MARK with the record's id; `answer_within`: OPENWEBUI_TIMEOUT."""
         pid, pid_start = _me()
         now = self._clock()
         record = Record(
@@ -259,6 +282,8 @@ class Inflight:
             host=_HOST(),
             pid=pid,
             pid_start=pid_start,
+            marked=marked,
+            answer_by=now + answer_within,
         )
         try:
             await self._store.put(record)
@@ -305,6 +330,12 @@ class Inflight:
     async def owners(self) -> list[str]:
         return await self._store.owners()
 
+    async def records(self, owner: str) -> list[Record]:
+        return await self._store.records(owner)
+
+    def now(self) -> float:
+        return self._clock()
+
     async def drop(self, record: Record) -> None:
         await self._store.drop(record.owner, record.id)
 
@@ -343,13 +374,25 @@ class Resolution:
         return f"nothing left of {what}: no file was made"
 
 
-async def resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Resolution:
-    """Settle one record whose writer is gone; the record is dropped unless something could not be told."""
+Hold = Callable[[str], AbstractAsyncContextManager[object]]
+
+
+async def resolve(inflight: Inflight, upstream: Upstream, record: Record, hold: Hold | None = None) -> Resolution:
+    """Settle one record whose writer is gone; the record is dropped unless something could not be told. Under the
+    base's write lock (`hold`), so no write attaches the file between the look at the base and the deletion."""
+    async with hold(record.knowledge_id) if hold is not None else contextlib.nullcontext():
+        return await _resolve(inflight, upstream, record)
+
+
+async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Resolution:
     try:
         candidates: list[str | None] = [record.file_id]
         if record.file_id is None:
             named = await upstream.files_named(record.filename)
             candidates = [_file_id(item) for item in named if _made_by(item, record)]
+            if not candidates and inflight.now() < record.answer_by + CLOCK_SLACK_SECONDS:
+                # Open WebUI may still be storing it (0.6.5 extracts the text during the upload request).
+                return Resolution(record, (), None, "its upload may still be landing in Open WebUI; looked at later")
         deleted: list[str] = []
         kept: str | None = None
         for file_id in filter(None, candidates):
@@ -381,23 +424,29 @@ def _meta(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _made_by(item: Mapping[str, Any], record: Record) -> bool:
-    """Whether a file of the record's name is the record's upload: same size and bytes where Open WebUI keeps them,
-    made after the record began (less the clock slack)."""
+    """Whether a file of the record's name is the record's upload. Where the release keeps upload metadata, only the
+    upload carrying the record's own mark is; before (0.6.5), one of the same size and bytes (where Open WebUI keeps
+    them) made while the upload's answer was due, give or take the clock slack."""
     meta = _meta(item)
     if item.get("filename") != record.filename:
         return False
+    data = meta.get("data")
+    mark = data.get(UPLOAD_MARK) if isinstance(data, dict) else None
+    if record.marked or mark is not None:
+        return mark == record.id
     size, file_hash = meta.get("size"), meta.get("file_hash")
     if isinstance(size, int) and size != record.size:
         return False
     if isinstance(file_hash, str) and file_hash != record.sha256:
         return False
     created = item.get("created_at")
-    return isinstance(created, int | float) and created >= record.started - CLOCK_SLACK_SECONDS
+    latest = max(record.answer_by, record.started) + CLOCK_SLACK_SECONDS
+    return isinstance(created, int | float) and record.started - CLOCK_SLACK_SECONDS <= created <= latest
 
 
-async def recover(inflight: Inflight, upstream: Upstream, owner: str) -> list[Resolution]:
-    """Resolve every record of `owner` whose writer is gone."""
-    return [await resolve(inflight, upstream, record) for record in await inflight.gone(owner)]
+async def recover(inflight: Inflight, upstream: Upstream, owner: str, hold: Hold | None = None) -> list[Resolution]:
+    """Resolve every record of `owner` whose writer is gone (each under its base's write lock, with `hold`)."""
+    return [await resolve(inflight, upstream, record, hold) for record in await inflight.gone(owner)]
 
 
 class ClientUpstream:
@@ -444,8 +493,8 @@ async def recover_command(
         assert app.inflight is not None
         owner = app.uploads_owner()
         try:
-            resolutions = await recover(app.inflight, ClientUpstream(app.client), owner)
-            running = await app.inflight._store.records(owner)
+            resolutions = await recover(app.inflight, ClientUpstream(app.client), owner, app.locks.hold)
+            running = await app.inflight.records(owner)
             others = [name for name in await app.inflight.owners() if name != owner]
         except Exception as error:
             say(f"cannot read the journal of uploads in flight ({type(error).__name__}: {error})")

@@ -18,8 +18,11 @@ from openwebui_rag_mcp.models import Chunk, FileItem, FileText, KnowledgeBase
 
 # Metadata Open WebUI adds for its own bookkeeping; useless or harmful in an agent's context window.
 # The hashes are 64 hex characters each, twice per chunk, and mean nothing to an agent.
+# The journal of uploads in flight marks each upload with its record's id (inflight.py); never shown.
+UPLOAD_MARK = "openwebui_rag_mcp_upload"
 _NOISE_KEYS = frozenset(
     {"embedding_config", "_chunk_hash", "embedding", "embeddings", "vector", "created_by", "hash", "file_hash"}
+    | {UPLOAD_MARK}
 )
 # Metadata that becomes a first-class chunk field instead.
 _PROMOTED_KEYS = frozenset({"file_id", "title", "source", "score"})
@@ -180,7 +183,7 @@ def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
         file_id=file_id,
         title=item.title,
         filename=item.filename,
-        metadata={k: v for k, v in uploaded.items() if k != "title"},
+        metadata={k: v for k, v in uploaded.items() if k not in ("title", UPLOAD_MARK)},
         text=text,
         truncated=end < len(whole),  # more text follows: continue at next_offset
         total_chars=len(whole),

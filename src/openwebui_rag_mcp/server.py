@@ -583,7 +583,8 @@ async def running_app(
 async def _start(app: App, recover: bool) -> None:
     """Warm the client up; then, with a key of its own, settle what a dead process with that key left in flight."""
     await app.client.warm_up()
-    if recover and app.settings.api_key.get_secret_value():
+    # Never in read-only mode: a server the operator made read-only deletes nothing, even what it once left.
+    if recover and app.settings.api_key.get_secret_value() and not app.settings.read_only:
         await app.recover_uploads_quietly()
 
 

@@ -276,6 +276,9 @@ def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[
     real_root = os.path.realpath(folder)
     for root, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in [d for d in dirs if (Path(root) / d).is_symlink()]:  # listed, never entered: still there
+            where = (Path(root) / name).relative_to(folder).as_posix()
+            skipped.append(Skipped(where, "a link to a folder (links are not followed)", folder=True))
         for name in sorted(files):
             if not name.startswith("."):
                 path = Path(root) / name
@@ -586,7 +589,7 @@ async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
         owner = _source_of(document) if _marked(document) else parsed[2] if parsed else None
         if owner is not None and owner != source:
             base.from_other_folders += 1
-        elif owner is None and (_marked(document) or parsed):
+        elif _marked(document) or parsed:  # no source id, or this folder's in a name without the mark beside it
             base.from_earlier_versions += 1
     return base
 

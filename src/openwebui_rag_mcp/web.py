@@ -59,6 +59,7 @@ MCP_PATH = "/mcp"
 READ_ONLY_HEADER = "x-openwebui-read-only"
 # A credential Open WebUI accepted is trusted this long without asking again; a refused one is refused this long.
 ACCEPTED_SECONDS = 60.0
+KNOWN_SECONDS = 3600.0  # a credential accepted this recently is still checked while failed checks are limited
 REFUSED_SECONDS = 5.0
 REMEMBERED_MAX = 10_000
 # Failed credential checks allowed per minute, from one client address and from all: enough for people mistyping,
@@ -147,7 +148,7 @@ class Admission:
         # Open WebUI checks everything else; once a client or everyone failed too often, not even a good token is
         # checked, so a guess cannot be told apart from a miss.
         wait = self._failures.wait(client, overall=True)
-        if wait:
+        if wait and not self._accepted_lately(key):  # a caller admitted within the hour is not locked out by others
             return Verdict("limited", wait)
         try:
             with acting_as(token):
@@ -166,16 +167,20 @@ class Admission:
         return Verdict("admitted" if accepted else "refused")
 
     def _admit_service(self, token: str, client: str) -> Verdict:
-        # Checked here at no cost, so only the client's own budget applies: guessing from many addresses at once
-        # cannot lock every agent out.
-        wait = self._failures.wait(client, overall=False)
-        if wait:
-            return Verdict("limited", wait)
+        # Checked here at no cost, against tokens too long to guess, so a good token is always admitted (every caller
+        # may share one address: Open WebUI's container, a proxy); only refusals are limited, per client.
         presented = _digest(token)
         if any(hmac.compare_digest(presented, known) for known in self._service):
             return Verdict("admitted")
+        wait = self._failures.wait(client, overall=False)
+        if wait:
+            return Verdict("limited", wait)
         self._failures.spend(client)
         return Verdict("refused")
+
+    def _accepted_lately(self, key: str) -> bool:
+        remembered = self._verdicts.get(key)
+        return remembered is not None and remembered[1] and self._clock() - remembered[0] < KNOWN_SECONDS
 
     def _remembered(self, key: str) -> bool | None:
         remembered = self._verdicts.get(key)

@@ -30,6 +30,7 @@ from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported
 from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, FileAdded, KnowledgeCreated
+from openwebui_rag_mcp.normalize import UPLOAD_MARK
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 log = logging.getLogger(__name__)
@@ -40,11 +41,20 @@ TITLE_MAX_CHARS = 300
 TEXT_MAX_CHARS = 2_000_000
 METADATA_MAX_BYTES = 16_384
 METADATA_MAX_DEPTH = 4
-# Upload-metadata keys that change what Open WebUI itself does with the file (auto-linking to a base,
-# overriding the content hash, placing it in a folder or a channel). Refused so a caller cannot bypass checks.
-# Keys that change what Open WebUI does with an upload, and the mark of the documents `sync` manages (sync.SYNCED_BY).
+# Upload-metadata keys that change what Open WebUI itself does with the file (auto-linking to a base, overriding the
+# content hash, placing it in a folder or a channel), the marks of the documents `sync` manages, and the journal's mark
+# of each upload in flight: refused, so a caller can neither bypass checks nor pass for this server.
 RESERVED_METADATA_KEYS = frozenset(
-    {"knowledge_id", "file_hash", "directory_id", "channel_id", "collection_name", "synced_by", "sync_source"}
+    {
+        "knowledge_id",
+        "file_hash",
+        "directory_id",
+        "channel_id",
+        "collection_name",
+        "synced_by",
+        UPLOAD_MARK,
+        "sync_source",
+    }
 )
 # 255 bytes (NAME_MAX) less Open WebUI's "<uuid>_" prefix (37 bytes), with room to spare.
 FILENAME_MAX_BYTES = 200
@@ -314,7 +324,7 @@ async def upload_to_base(
         await checkpoint()  # a call cancelled by now uploads nothing
         # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or
         # the next write with this credential, or `openwebui-rag-mcp recover`) finds and removes.
-        async with _journaled(app, knowledge_id, upload) as tracked:
+        async with _journaled(app, release, knowledge_id, upload) as tracked:
             # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end
             # even when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the
             # file id, is always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the
@@ -336,11 +346,18 @@ async def upload_to_base(
 
 
 @asynccontextmanager
-async def _journaled(app: App, knowledge_id: str, upload: Upload) -> AsyncIterator[Tracked | None]:
+async def _journaled(app: App, release: Release, knowledge_id: str, upload: Upload) -> AsyncIterator[Tracked | None]:
     if app.inflight is None:
         yield None
         return
-    async with app.inflight.tracking(app.uploads_owner(), knowledge_id, upload.filename, upload.content) as tracked:
+    async with app.inflight.tracking(
+        app.uploads_owner(),
+        knowledge_id,
+        upload.filename,
+        upload.content,
+        marked=release.capabilities.upload_metadata,
+        answer_within=app.settings.timeout,
+    ) as tracked:
         yield tracked
 
 
@@ -356,8 +373,11 @@ async def _upload_and_attach(
 ) -> Uploaded:
     """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
     the base (attached, or nothing made, or removed again); otherwise recovery looks at the base later."""
+    metadata = upload.metadata
+    if tracked is not None and tracked.record.marked:  # how recovery tells this upload from any other, if need be
+        metadata = {**metadata, UPLOAD_MARK: tracked.record.id}
     try:
-        answer = await app.client.upload(upload.filename, upload.content, upload.metadata, upload.content_type)
+        answer = await app.client.upload(upload.filename, upload.content, metadata, upload.content_type)
         uploaded = normalize.file_record(answer, "an upload answer")
     except ToolFailure as failure:
         failed = _failed(failure, "upload")
