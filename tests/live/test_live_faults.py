@@ -4,6 +4,8 @@
   upload and attach; while Open WebUI processes the file), held there by a proxy in front of Open WebUI: the base is
   writable again once the dead replica's lease runs out, and the upload it left is found and removed by the next
   start (the journal of uploads in flight).
+- Redis killed while a write is between its upload and its attach: the write stops before attaching once its lease
+  is lost, and removes its file (`conflict`, `not_applied`).
 - Redis unreachable, then restarted: writes are refused as `not_applied` while it is down and nothing reaches Open
   WebUI, reads go on, and writes work again once it is back.
 - Twenty adds through nginx over two replicas while one replica is killed and started again: every acknowledged
@@ -152,6 +154,56 @@ async def test_a_replica_killed_mid_write_leaves_nothing_and_frees_the_base(
             eventually(
                 lambda: not strays(inst, before, knowledge_id), SETTLE_WAIT, f"removing what the {stage} kill left"
             )
+        finally:
+            held.release.set()
+            replica.stop()
+            redis.stop()
+
+
+async def test_redis_lost_during_a_write_stops_it_before_its_next_request(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Redis dies while a write is between its upload and its attach: once the lease can no longer be confirmed the
+    write stops before attaching (another replica may hold the base by then), removes its file and says
+    `conflict`/`not_applied`; the base is unchanged, nothing is left in no base, and reads go on."""
+    if not_on_this_release(RELEASES, WHY):
+        return
+    inst = lazily(request)
+    knowledge_id = owui.create_knowledge(inst, f"fault-lease-{uuid.uuid4().hex[:8]}", "Redis dies mid-write")
+    before = owui.file_ids(inst)
+    token = secrets.token_urlsafe(24)
+    redis = started(lambda: replicas.start_redis(tmp_path))
+    with VersionProxy(inst.url) as proxy:
+        variables = service_variables(
+            proxy.url, inst.api_key, token, REDIS_URL=f"redis://127.0.0.1:{redis.port}/0", XDG_STATE_HOME=str(tmp_path)
+        )
+        replica = started(lambda: replicas.start_server(variables, tmp_path / "replica.log", name="replica"))
+        held = proxy.hold("POST", r"^/api/v1/files/$", after_answer=True)
+        outcome: dict[str, Any] = {}
+        try:
+
+            async def add() -> None:
+                async with mcp_http(f"{replica.url}/mcp", token) as server:
+                    outcome["error"], outcome["body"] = await server.call(
+                        "knowledge_add", {"knowledge_id": knowledge_id, **note(1)}
+                    )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(add)
+                assert await anyio.to_thread.run_sync(held.reached.wait, HOLD_WAIT), replica.log()[-3000:]
+                redis.signal(signal.SIGKILL)
+                redis.wait(30)
+                # The lease is lost once no renewal was confirmed for its whole ttl: wait past that, by its clock.
+                await anyio.sleep(LEASE_SECONDS + 5)
+                held.release.set()
+            body = outcome["body"]
+            assert outcome["error"], body
+            assert (body["code"], body["outcome"], body["stage"]) == ("conflict", "not_applied", "attach"), body
+            assert owui.files_of(inst, knowledge_id) == set()
+            assert not strays(inst, before, knowledge_id)
+            async with mcp_http(f"{replica.url}/mcp", token) as server:
+                listed = await server.ok("knowledge_files", {"knowledge_id": knowledge_id})
+            assert listed["items"] == []
         finally:
             held.release.set()
             replica.stop()
