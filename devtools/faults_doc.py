@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.faultstub import FILE, FILE_OTHER, KB, KB_OTHER, KB_THIRD
 from tests.test_controls import BAD_INPUTS, CONTROL_CASES
-from tests.test_faults import FAULT_CASES, TIMEOUT, TOOLS, FaultCase, Outcome
+from tests.test_faults import FAULT_CASES, HANG_ONLY, TIMEOUT, TOOLS, FaultCase, Outcome
 from tests.test_secrets_stdio import TOUR
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "faults.md"
@@ -110,7 +110,7 @@ def render() -> str:
         "Each fault is tried on every tool, on the request below (a write tool's own write request, so that its",
         "`stage` and `outcome` are those of the write). *Through*: respx (a mocked transport), the loopback stub",
         "(tests/faultstub.py, real HTTP on 127.0.0.1) or the real transport to a broken `OPENWEBUI_URL`.",
-        f"`OPENWEBUI_TIMEOUT` is {TIMEOUT} s in these tests.",
+        f"`OPENWEBUI_TIMEOUT` is {TIMEOUT} s in the cases that time out, {HANG_ONLY:g} s in the others.",
         "",
         *_table(
             ["tool", "request the fault hits", "write stage"],
