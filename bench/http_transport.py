@@ -320,6 +320,7 @@ class Tally:
     busy_cpu: float = 0.0  # the machine's busy time, all of it
     upstream_requests: int | None = None  # the stub only
     upstream_connections: int | None = None  # the stub only
+    document_reads: int | None = None  # the stub only: documents read to cite search hits
     phases: list[dict[str, float]] = field(default_factory=list)  # each phase's own figures, for the JSON
 
     @property
@@ -411,6 +412,7 @@ async def phase(
     if upstream.stub is not None:
         entries = await upstream.stub.log()
         tally.upstream_requests = (tally.upstream_requests or 0) + len(entries)
+        tally.document_reads = (tally.document_reads or 0) + sum(1 for entry in entries if entry[0] == "file_get")
         opened = await upstream.stub.connections() - connections_before
         tally.upstream_connections = (tally.upstream_connections or 0) + opened
 
@@ -595,6 +597,7 @@ class HttpReport:
                     "busy_cpu": t.busy_cpu,
                     "upstream_requests": t.upstream_requests,
                     "upstream_connections": t.upstream_connections,
+                    "document_reads": t.document_reads,
                     "phases": t.phases,
                     "latencies": t.latencies,
                 }

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import sys
 import time
@@ -49,6 +50,8 @@ _PARAGRAPH = (
 )
 CHUNK_TEXT = (_PARAGRAPH * 4)[:900]
 FILE_TEXT = "# A document\n\n" + "\n\n".join(f"## Section {n}\n\n{_PARAGRAPH * 3}" for n in range(1, 9))
+# Open WebUI's `hash` of a document: the SHA-256 of its extracted text, in the file and in each of its chunks.
+FILE_HASH = hashlib.sha256(FILE_TEXT.encode()).hexdigest()
 
 
 def base_id(number: int) -> str:
@@ -113,7 +116,7 @@ class Upstream:
         return {
             "id": fid,
             "user_id": USER_ID,
-            "hash": f"{number:064x}",
+            "hash": FILE_HASH,
             "filename": name,
             "path": f"/data/uploads/{fid}_{name}",
             "data": {"status": "completed", "content": FILE_TEXT} if with_text else None,
@@ -163,7 +166,7 @@ class Upstream:
                         "embedding_config": "{'engine': 'openai', 'model': 'fake-embed'}",
                         "created_by": USER_ID,
                         "file_id": fid,
-                        "hash": f"{n + 1:064x}",
+                        "hash": FILE_HASH,
                     }
                 )
             return {

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.common import TOP_K
 from bench.http_transport import PATHS, HttpConfig
 from bench.report import ROWS
 
@@ -70,7 +71,10 @@ def test_quick_stub_run_produces_every_row(tmp_path: Path) -> None:
         assert row["errors"] == 0, row["first_errors"]
         assert row["calls"] >= row["callers"], row  # every caller made at least one call in its phase
         assert row["calls_per_second"] > 0, row
-        assert row["upstream_requests"] == row["calls"], row  # one retrieval per search, nothing else
+        # One retrieval per search; besides it, each caller reads a hit's document once for its citation (its
+        # chunks carry the document's hash, so a later search cites it from memory).
+        assert row["upstream_requests"] - row["document_reads"] == row["calls"], row
+        assert row["document_reads"] <= row["callers"] * TOP_K, row
     for transport in ("stdio", "http"):
         assert http["overhead"][transport]["failures"] == [], http["overhead"][transport]
         assert http["overhead"][transport]["proxy"] > 0

@@ -8,7 +8,9 @@ since (knowledge_find, knowledge_add_file: 15 tools with the aliases, 11 without
 (parameter names, types, maxima and one-line descriptions, about 3,700 characters), tool descriptions (about 850),
 output schemas that say which fields are always there (`required` in the result and in the items of its lists, no
 field types: those took a third of the list) and the error branch every output schema needs (MCP Inspector and
-Claude Code validate error results too). The budgets are the targets; a new tool or parameter has to fit in them.
+Claude Code validate error results too). Issue 17 (citations, filters, retrieval controls, URL adds) lets the list
+grow to 9,000 characters without the aliases; the 12,000 with them stay. The budgets are the targets; a new tool or
+parameter has to fit in them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.conftest import make_settings
 pytestmark = pytest.mark.anyio
 
 BUDGET_WITH_ALIASES = 12_000
-BUDGET_WITHOUT_ALIASES = 8_000
+BUDGET_WITHOUT_ALIASES = 9_000
 NO_ALIASES = ",".join(ALIASES)
 ID_PARAMETERS = {"knowledge_id": "file_id", "knowledge_ids": "file_id", "file_id": "knowledge_id"}
 

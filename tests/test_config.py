@@ -270,6 +270,7 @@ def test_defaults_that_are_not_one_value() -> None:
     assert shown == {
         "OPENWEBUI_URL": "required",
         "OPENWEBUI_API_KEY": "required",
+        "OPENWEBUI_PUBLIC_URL": "stdio: OPENWEBUI_URL; HTTP: no links",
         "OPENWEBUI_KNOWLEDGE_IDS": "unset: every base the key can read",
         "OPENWEBUI_ALLOW_CREATE": "true, or false when OPENWEBUI_KNOWLEDGE_IDS is set",
         "OPENWEBUI_DISABLED_TOOLS": "empty",

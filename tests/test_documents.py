@@ -53,7 +53,10 @@ async def test_search_inside_a_readable_document() -> None:
     assert found.results[0].file_id == MINE
     assert again.count == 1
     reads = [c for c in router.calls if c.request.url.path == f"/api/v1/files/{MINE}"]
-    assert len(reads) == 1  # the readability check is remembered
+    # One readability check, remembered for the second search, and one read per search for the citation (the chunk
+    # carries no hash that would tell the document is unchanged).
+    assert len(reads) == 3
+    assert found.results[0].start_line == 2
 
 
 async def test_a_document_the_key_cannot_read_is_never_searched() -> None:

@@ -5,6 +5,7 @@ guard rails, health endpoints, Host checks and the body limit, over both MCP pro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import socket
@@ -39,6 +40,9 @@ BASES = {
 }
 
 
+SHARED_DOCUMENT = "notes\nkb-alice as seen by alice\nkb-bob as seen by bob\n"
+
+
 def caller_of(request: httpx.Request) -> str | None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token if scheme == "Bearer" else None
@@ -60,11 +64,18 @@ def openwebui() -> respx.Router:
         token = caller_of(request)
         names = json.loads(request.content)["collection_names"]
         texts = [f"{name} as seen by {'alice' if token == ALICE else 'bob'}" for name in names]
+        metadata = {"file_id": "f-1", "hash": hashlib.sha256(SHARED_DOCUMENT.encode()).hexdigest()}
         return httpx.Response(
-            200, json={"documents": [texts], "metadatas": [[{"file_id": "f-1"}] * len(texts)], "distances": [[0.5]]}
+            200, json={"documents": [texts], "metadatas": [[metadata] * len(texts)], "distances": [[0.5]]}
         )
 
+    def document(request: httpx.Request) -> httpx.Response:  # Alice may read it, Bob may not
+        if caller_of(request) != ALICE:
+            return httpx.Response(401, json={"detail": "You do not have permission to access this"})
+        return httpx.Response(200, json={"id": "f-1", "filename": "f.md", "data": {"content": SHARED_DOCUMENT}})
+
     router.get("/api/v1/knowledge/").mock(side_effect=listing)
+    router.get("/api/v1/files/f-1").mock(side_effect=document)
     router.post("/api/v1/retrieval/query/collection").mock(side_effect=search)
     return router
 
@@ -177,6 +188,9 @@ async def test_every_caller_acts_as_themselves(mode: str) -> None:
                     assert found.structured_content["knowledge_ids"] == [own]
                     who = "alice" if token == ALICE else "bob"
                     assert all(who in chunk["text"] for chunk in found.structured_content["results"])
+                    # Bob cannot read the document, so his hits are never cited from Alice's read of it.
+                    lines = [chunk["start_line"] for chunk in found.structured_content["results"]]
+                    assert lines == ([2] if token == ALICE else [None]), lines
 
         await asyncio.gather(session(ALICE, "kb-alice"), session(BOB, "kb-bob"))
     sent = {caller_of(call.request) for call in router.calls if call.request.url.path != "/api/version"}

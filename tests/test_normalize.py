@@ -15,7 +15,8 @@ BANANA = "## Bananas  \nBananas are long yellow fruits. They are rich in potassi
 APPLE = "# Apples  \nApples are red or green fruits that grow on trees."
 FRUIT_FILE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
 NOISE = {"embedding_config", "_chunk_hash", "created_by", "embedding", "embeddings", "vector", "hash", "file_hash"}
-PROMOTED = {"file_id", "title", "source", "score"}
+PROMOTED = {"file_id", "title", "source", "score", "page"}
+CITATION = {"page", "start_line", "end_line", "link"}  # tested below and in tests/test_citations.py
 
 
 def chunks(body: object, *, limit: int = 4_000, knowledge_id: str | None = None) -> list[Chunk]:
@@ -23,8 +24,8 @@ def chunks(body: object, *, limit: int = 4_000, knowledge_id: str | None = None)
 
 
 def fields(chunk: Chunk) -> dict[str, Any]:
-    """The first-class fields of a chunk, without the free-form metadata."""
-    return {k: v for k, v in chunk.model_dump().items() if k != "metadata"}
+    """The first-class fields of a chunk, without the free-form metadata and the citation."""
+    return {k: v for k, v in chunk.model_dump().items() if k != "metadata" and k not in CITATION}
 
 
 # -- retrieval answers ------------------------------------------------------------------------------------------
@@ -261,7 +262,7 @@ CHUNK_CASES: list[tuple[str, object, list[dict[str, Any]], list[set[str]]]] = [
                 "distance": 0.4,
             },
         ],
-        [{"name", "page"}, set()],
+        [{"name"}, set()],
     ),
 ]
 
@@ -277,6 +278,33 @@ def test_chunks(body: object, expected: list[dict[str, Any]], metadata_keys: lis
     for chunk in result:
         assert not NOISE & set(chunk.metadata)
         assert not PROMOTED & set(chunk.metadata)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "page"),
+    [
+        ({"page": 0, "page_label": "i", "total_pages": 3}, 1),  # pypdf counts from 0
+        ({"page": "2"}, 3),  # stringified by a vector database
+        ({"page": 4.0}, 5),
+        ({"page_number": 7}, 7),  # unstructured counts from 1
+        ({"page": -1}, None),
+        ({"page": True}, None),
+        ({"page": "two"}, None),
+        ({"page_number": 0}, None),
+        ({}, None),
+    ],
+)
+def test_the_page_counts_from_one_whatever_the_loader(metadata: dict[str, Any], page: int | None) -> None:
+    [chunk] = chunks({"documents": [["text"]], "metadatas": [[metadata]]})
+    assert chunk.page == page
+    assert "page" not in chunk.metadata  # shown once, counted from 1
+    assert chunk.metadata.get("page_label") == metadata.get("page_label")
+
+
+def test_chunk_sources_keep_the_whole_text_and_the_documents_hash() -> None:
+    body = {"documents": [["x" * 50, "short"]], "metadatas": [[{"hash": "ab" * 32}, None]]}
+    assert normalize.chunk_sources(body) == [("x" * 50, "ab" * 32), ("short", None)]
+    assert [c.text for c in chunks(body, limit=10)] == ["x" * 10, "short"]
 
 
 def test_metadata_values_are_kept_verbatim() -> None:

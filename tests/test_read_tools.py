@@ -37,6 +37,7 @@ KB_REPORTS = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 KB_EMPTY = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
 FRUIT_FILE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
 REPORT_FILE = "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+CJK_REPORT_FILE = "3b4c5d6e-7f8a-4b9c-8d0e-1f2a3b4c5d6e"
 
 
 # -- a mocked Open WebUI per release family ---------------------------------------------------------------------
@@ -93,6 +94,7 @@ def openwebui_065(router: respx.Router) -> Upstream:
     listing = router.get("/api/v1/knowledge/").respond(json=fixture_json("knowledge_list_065.json"))
     router.get(f"/api/v1/knowledge/{KB_REPORTS}").respond(json=knowledge)
     router.get(f"/api/v1/files/{REPORT_FILE}").respond(json=file_body)
+    router.get(f"/api/v1/files/{CJK_REPORT_FILE}").respond(json=knowledge["files"][1])
     query = router.post("/api/v1/retrieval/query/collection").respond(json=fixture_json("query_collection_065.json"))
     return Upstream(
         "0.6.5",
@@ -378,7 +380,10 @@ async def test_search_all_bases_lists_then_queries_once(upstream: Upstream) -> N
     assert sent(upstream.query) == {"collection_names": upstream.knowledge_ids, "query": "yellow fruit", "k": 8}
     calls = upstream.calls_beyond_version()
     assert calls[0] == "/api/v1/knowledge/"
-    assert calls[-1] == "/api/v1/retrieval/query/collection"
+    # One retrieval, then the documents of the hits, each read once for its citation.
+    query_at = calls.index("/api/v1/retrieval/query/collection")
+    cited = {f"/api/v1/files/{chunk['file_id']}" for chunk in body["results"]}
+    assert sorted(calls[query_at + 1 :]) == sorted(cited)
     assert body["knowledge_ids"] == upstream.knowledge_ids
     assert body["query"] == "yellow fruit"
     assert body["count"] == 2

@@ -61,6 +61,8 @@ class Upstream:
         r.get(path__regex=r"^/api/v1/files/(?P<file>[^/]+)/process/status$").mock(side_effect=self._status)
         r.post(path__regex=r"^/api/v1/knowledge/(?P<kb>[^/]+)/file/add$").mock(side_effect=self._add)
         r.post("/api/v1/retrieval/query/collection").mock(side_effect=self._search)
+        # The hit's document, read for its citation (a read: never behind the write lock).
+        r.get(f"/api/v1/files/{FILES[0]}").respond(json={"id": FILES[0], "data": {"content": "found in it"}})
 
     async def _base(self, request: httpx.Request, kb: str) -> httpx.Response:
         sequence = KBS.index(kb)

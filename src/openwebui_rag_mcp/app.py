@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.citations import Documents
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
@@ -198,6 +199,8 @@ class App:
     # The journal of uploads in flight (None: writes keep none, as in tests that build an App by hand).
     inflight: Inflight | None = None
     recovering: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Document texts read to cite search hits, by caller, file and hash (citations.py).
+    documents: Documents = field(default_factory=Documents)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "created", CreatedBases(self.locks.sets))
@@ -237,6 +240,13 @@ class App:
         """Before a tool runs under an allowlist: learn the bases this caller created on other replicas."""
         if self.settings.knowledge_ids is not None:
             await self.created.recall(self.caller())
+
+    def link_base(self) -> str | None:
+        """Where links to documents point: OPENWEBUI_PUBLIC_URL, else over stdio OPENWEBUI_URL (the person running the
+        server knows it); over HTTP without it none, as HTTP callers are not told where Open WebUI is."""
+        if self.settings.public_url:
+            return self.settings.public_url
+        return self.settings.url if self.settings.transport == "stdio" else None
 
     def allowed_bases(self) -> list[str] | None:
         """The bases this server may touch for the current caller, or None when OPENWEBUI_KNOWLEDGE_IDS does not

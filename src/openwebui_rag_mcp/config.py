@@ -66,6 +66,7 @@ class Settings:
 
     url: str
     api_key: SecretStr
+    public_url: str = ""
     timeout: float = 120.0
     verify_tls: bool = True
     top_k: int = 8
@@ -188,6 +189,11 @@ def _url(reading: _Reading, variable: Variable) -> str:
     elif parts.query or parts.fragment:
         reading.problems.append(f"{name} must not contain a query string or fragment")
     return url
+
+
+def _public_url(reading: _Reading, variable: Variable) -> str:
+    # Optional; when given, it must be an address a browser can open, checked as OPENWEBUI_URL is.
+    return _url(reading, variable) if reading.text(variable.name) else ""
 
 
 def _per_caller_http(reading: _Reading) -> bool:
@@ -371,6 +377,13 @@ def _upload_dirs(reading: _Reading, variable: Variable) -> tuple[str, ...]:
 VARIABLES: tuple[Variable, ...] = (
     Variable("OPENWEBUI_URL", "url", "base URL of Open WebUI, http(s)://host[:port][/prefix]", _url, note="required"),
     Variable("OPENWEBUI_API_KEY", "api_key", "API key, sk-...", _api_key, note="required"),
+    Variable(
+        "OPENWEBUI_PUBLIC_URL",
+        "public_url",
+        "the address people open Open WebUI at, for the links in search results (when OPENWEBUI_URL is internal)",
+        _public_url,
+        note="stdio: OPENWEBUI_URL; HTTP: no links",
+    ),
     _number("OPENWEBUI_TIMEOUT", "timeout", "seconds per HTTP request", 1.0, 3600.0, integer=False),
     Variable("OPENWEBUI_VERIFY_TLS", "verify_tls", "verify TLS certificates", _flag),
     _number("RAG_TOP_K", "top_k", "default number of search results", 1, TOP_K_MAX, integer=True),

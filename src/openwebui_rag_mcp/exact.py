@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp import citations, normalize
 from openwebui_rag_mcp.app import App, check_range
 from openwebui_rag_mcp.errors import invalid_argument
 from openwebui_rag_mcp.models import ExactMatch, ExactMatches
@@ -66,7 +66,14 @@ async def find_exact(
             if needle in (line if case_sensitive else line.casefold()):
                 shown, cut = normalize.cut(line, LINE_MAX_CHARS)
                 found.append(
-                    ExactMatch(file_id=record.file_id, title=document.title, line=number, text=shown, truncated=cut)
+                    ExactMatch(
+                        file_id=record.file_id,
+                        title=document.title,
+                        line=number,
+                        text=shown,
+                        truncated=cut,
+                        link=citations.link(app.link_base(), record.file_id),
+                    )
                 )
                 if len(found) > max_matches:  # one more than asked for tells that the cap was reached
                     break

@@ -79,6 +79,10 @@ class Chunk(_Result):
     metadata: dict[str, Any]
     score: float | None
     distance: float | None
+    page: int | None  # from 1, where the loader recorded one (PDF pages, slides)
+    start_line: int | None  # the lines of the document's text the fragment covers (knowledge_get_file's numbers)
+    end_line: int | None
+    link: str | None  # opens the document in a browser signed in to Open WebUI
 
 
 class SearchResult(_Result):
@@ -191,6 +195,7 @@ class ExactMatch(_Result):
     line: int
     text: str
     truncated: bool
+    link: str | None
 
 
 class ExactMatches(_Result):

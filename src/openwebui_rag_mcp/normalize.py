@@ -25,7 +25,7 @@ _NOISE_KEYS = frozenset(
     | {UPLOAD_MARK}
 )
 # Metadata that becomes a first-class chunk field instead.
-_PROMOTED_KEYS = frozenset({"file_id", "title", "source", "score"})
+_PROMOTED_KEYS = frozenset({"file_id", "title", "source", "score", "page"})
 _TEXT_KEYS = ("content", "document", "text", "page_content")
 
 
@@ -69,6 +69,9 @@ def _optional_mapping(value: object) -> Mapping[str, Any]:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+text_or_none = _str
 
 
 def _int(value: object) -> int | None:
@@ -139,6 +142,15 @@ def _upload_metadata(meta: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
+def document(body: object) -> tuple[str, Mapping[str, Any]]:
+    """A file's extracted text and the metadata given at its upload."""
+    raw = _mapping(body, "a file")
+    content = _optional_mapping(raw.get("data")).get("content")
+    if content is not None and not isinstance(content, str):
+        raise unexpected("a file whose text is not a string")
+    return content or "", _upload_metadata(_optional_mapping(raw.get("meta")))
+
+
 def file_item(raw: Mapping[str, Any]) -> FileItem:
     file_id = _str(raw.get("id"))
     if file_id is None:
@@ -170,15 +182,10 @@ def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
     file_id = _str(raw.get("id"))
     if file_id is None:
         raise unexpected("a file without an id")
-    data = _optional_mapping(raw.get("data"))
-    content = data.get("content")
-    if content is not None and not isinstance(content, str):
-        raise unexpected("a file whose text is not a string")
-    whole = content or ""
+    whole, uploaded = document(raw)
     text = whole[offset : offset + max_chars]
     end = offset + len(text)
     item = file_item(raw)
-    uploaded = _upload_metadata(_optional_mapping(raw.get("meta")))
     return FileText(
         file_id=file_id,
         title=item.title,
@@ -189,7 +196,7 @@ def file_text(body: object, *, offset: int, max_chars: int) -> FileText:
         total_chars=len(whole),
         offset=offset,
         next_offset=end if end < len(whole) else None,
-        status=_str(data.get("status")),
+        status=_str(_optional_mapping(raw.get("data")).get("status")),
     )
 
 
@@ -272,6 +279,37 @@ def _rows(body: object) -> list[tuple[object, object, object, object]]:
     return list(zip(texts, metadatas, distances, ids, strict=True))
 
 
+def page_of(metadata: Mapping[str, Any]) -> int | None:
+    """The page (or slide) a fragment is on, counted from 1, where the loader recorded one: `page` from the PDF
+    loader (pypdf counts from 0), `page_number` from the unstructured loaders (from 1)."""
+    page = _whole(metadata.get("page"))
+    if page is not None and page >= 0:
+        return page + 1
+    number = _whole(metadata.get("page_number"))
+    return number if number is not None and number >= 1 else None
+
+
+def _whole(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():  # chroma and qdrant keep numbers; others may stringify
+        return int(value)
+    return None
+
+
+def chunk_sources(body: object) -> list[tuple[str, str | None]]:
+    """The whole text of each retrieval result (`chunks` may cut it) and the SHA-256 of its document's text where
+    the chunk carries it, in the order of `chunks`."""
+    return [
+        (text if isinstance(text, str) else "", _str(_optional_mapping(metadata).get("hash")))
+        for text, metadata, _, _ in _rows(body)
+    ]
+
+
 def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = None) -> list[Chunk]:
     """Retrieval results as chunks, in Open WebUI's order, text cut to `chunk_max_chars`.
 
@@ -299,6 +337,10 @@ def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = Non
                 metadata={k: v for k, v in metadata.items() if k not in _NOISE_KEYS and k not in _PROMOTED_KEYS},
                 score=_number(metadata.get("score")),
                 distance=_number(distance),
+                page=page_of(metadata),
+                start_line=None,
+                end_line=None,
+                link=None,
             )
         )
     return results

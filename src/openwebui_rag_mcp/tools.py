@@ -10,11 +10,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openwebui_rag_mcp import __version__, normalize
+from openwebui_rag_mcp import __version__, citations, normalize
 from openwebui_rag_mcp.app import App, check_id, check_range
 from openwebui_rag_mcp.config import TOP_K_MAX
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import (
+    Chunk,
     Controls,
     FileItem,
     FileText,
@@ -263,8 +264,15 @@ async def search(
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection(bases, text, k, k_reranker)
     only_base = bases[0] if len(bases) == 1 else None
-    results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars, knowledge_id=only_base)[:k]
+    results = await _cited(app, body, k, knowledge_id=only_base)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
+
+
+async def _cited(app: App, body: object, k: int, knowledge_id: str | None = None) -> list[Chunk]:
+    """The first `k` hits of a retrieval answer, each with its citation (page, lines, link)."""
+    results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars, knowledge_id=knowledge_id)[:k]
+    sources = normalize.chunk_sources(body)[:k]
+    return await citations.cite(app.client.file, app.link_base(), results, sources, app.documents, app.caller())
 
 
 async def _search_documents(
@@ -279,7 +287,7 @@ async def _search_documents(
     if not files:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, k_reranker)
-    results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
+    results = await _cited(app, body, k)
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
 
@@ -319,7 +327,7 @@ async def _search_folder(
     body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
     results = [
         chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
-        for chunk in normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars)[:k]
+        for chunk in await _cited(app, body, k)
     ]
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 

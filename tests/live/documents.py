@@ -54,6 +54,21 @@ def pdf(phrase: str) -> bytes:
     return bytes(document.output())
 
 
+def two_page_pdf(phrase: str) -> bytes:
+    """A two-page PDF with real text: a first page of other lines, the phrase on the second between two others."""
+    document = FPDF()
+    document.set_font("Helvetica", size=12)
+    pages = (
+        ("Maintenance manual", "Page one covers the cabinet and its doors.", "Keep the doors closed."),
+        ("The pump", phrase, "Prime the pump before its first use."),
+    )
+    for lines in pages:
+        document.add_page()
+        for line in lines:
+            document.cell(text=line, new_x="LMARGIN", new_y="NEXT")
+    return bytes(document.output())
+
+
 def drawing_pdf() -> bytes:
     """A one-page PDF with a rectangle and no text at all: what a scan without OCR looks like to a text loader."""
     document = FPDF()

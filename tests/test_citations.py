@@ -1,0 +1,234 @@
+"""Citations on search hits (issue 17, part 1): the page, the lines of the document's text a fragment covers, a link
+that opens the document, and the title and source given at upload; and the link on `knowledge_find`'s matches."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from mcp import Client
+
+from openwebui_rag_mcp.citations import Documents, line_span, link
+from openwebui_rag_mcp.server import create_server
+from tests.conftest import BASE_URL, make_settings, mock_transport
+
+pytestmark = pytest.mark.anyio
+
+KB = "c0ffee00-1111-4222-8333-444455556666"
+GUIDE = "81db7a2c-3e4f-4a5b-8c6d-7e8f9a0b1c2d"
+MANUAL = "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+GUIDE_TEXT = "# Fruit\n\nApples are red  or green.\nThey grow on trees.\n\n## Bananas\nBananas are yellow.\n"
+MANUAL_TEXT = "Page one of the manual.\nSafety first.\nPage two: the pump.\nPrime it before use.\n"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- finding a fragment in its document -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fragment", "span"),
+    [
+        ("# Fruit", (1, 1)),
+        ("Apples are red or green.\nThey grow on trees.", (3, 4)),  # spaces and breaks differ from the document
+        ("## Bananas  \nBananas are yellow.", (6, 7)),  # Open WebUI's "  \n" after a heading
+        ("Bananas are yellow.", (7, 7)),
+        ("They grow on trees. ## Bananas", (4, 6)),  # a chunk re-joined across a blank line
+        ("Cherries are small.", None),
+        ("   \n ", None),
+    ],
+)
+def test_a_fragment_is_found_whatever_its_whitespace(fragment: str, span: tuple[int, int] | None) -> None:
+    assert line_span(GUIDE_TEXT, fragment) == span
+
+
+def test_a_long_fragment_changed_inside_is_found_by_its_first_and_last_words() -> None:
+    document = "\n".join(f"line {n} says word{n}" for n in range(1, 41))
+    changed = document.replace("line 20 says word20", "line 20 SAYS word20")
+    first, last = "line 3 says word3", "line 30 says word30"
+    fragment = changed[changed.index(first) : changed.index(last) + len(last)]
+    assert line_span(document, fragment) == (3, 30)
+
+
+def test_the_link_opens_the_file_at_its_page_and_escapes_the_id() -> None:
+    assert link("https://chat.example.com", GUIDE) == f"https://chat.example.com/api/v1/files/{GUIDE}/content"
+    assert (
+        link("https://chat.example.com/owui", "a/b", 3)
+        == "https://chat.example.com/owui/api/v1/files/a%2Fb/content#page=3"
+    )
+    assert link(None, GUIDE) is None
+
+
+def test_the_document_memory_keeps_what_fits_and_drops_the_oldest() -> None:
+    memory = Documents(max_chars=10)
+    memory.put(("me", "a", "h"), ("12345", {}))
+    memory.put(("me", "b", "h"), ("12345", {}))
+    assert memory.get(("me", "a", "h")) is not None  # now the most recently used
+    memory.put(("me", "c", "h"), ("123", {}))
+    assert memory.get(("me", "b", "h")) is None
+    assert memory.get(("me", "a", "h")) is not None
+    assert memory.get(("me", "c", "h")) is not None
+    memory.put(("me", "d", "h"), ("x" * 11, {}))  # larger than all of it: never kept
+    assert memory.get(("me", "d", "h")) is None
+    assert memory.get(("you", "a", "h")) is None  # one caller's reads are not another's
+
+
+# -- through the MCP protocol ----------------------------------------------------------------------------------
+
+
+def file_body(file_id: str, text: str, data: dict[str, Any], name: str) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "filename": name,
+        "hash": sha(text),
+        "data": {"content": text, "status": "completed"},
+        "meta": {"name": name, "content_type": "text/markdown", "size": len(text), "data": data},
+        "created_at": 1_700_000_000,
+        "updated_at": 1_700_000_000,
+    }
+
+
+def hit(text: str, file_id: str, name: str, document: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    # 0.12.4's chunk metadata: the filename as `source`, the upload metadata flattened in, the document's hash.
+    return text, {"file_id": file_id, "name": name, "source": name, "hash": sha(document), "start_index": 0, **extra}
+
+
+def upstream(router: respx.Router, hits: list[tuple[str, dict[str, Any]]]) -> respx.Route:
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    router.get(f"/api/v1/files/{GUIDE}").respond(
+        json=file_body(GUIDE, GUIDE_TEXT, {"title": "Fruit guide", "source": "https://wiki.example.com/fruit"}, "g.md")
+    )
+    router.get(f"/api/v1/files/{MANUAL}").respond(json=file_body(MANUAL, MANUAL_TEXT, {}, "manual.pdf"))
+    return router.post("/api/v1/retrieval/query/collection").respond(
+        json={
+            "distances": [[0.9 - n / 10 for n in range(len(hits))]],
+            "documents": [[text for text, _ in hits]],
+            "metadatas": [[metadata for _, metadata in hits]],
+        }
+    )
+
+
+async def search(router: respx.Router, **env: str) -> list[dict[str, Any]]:
+    server = create_server(make_settings(**env), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        result = await client.call_tool("knowledge_search", {"query": "fruit", "knowledge_ids": [KB]})
+    assert result.is_error is False
+    assert isinstance(result.structured_content, dict)
+    results: list[dict[str, Any]] = result.structured_content["results"]
+    return results
+
+
+def routed(router: respx.Router) -> None:
+    base = {"id": KB, "name": "Fruit", "description": "", "user_id": "u", "write_access": True, "updated_at": 1}
+    router.get("/api/v1/knowledge/", params={"page": "1"}).respond(json={"items": [base], "total": 1})
+
+
+async def test_every_hit_says_its_lines_page_link_and_the_title_and_source_given_at_upload(
+    router: respx.Router,
+) -> None:
+    routed(router)
+    upstream(
+        router,
+        [
+            hit("## Bananas  \nBananas are yellow.", GUIDE, "g.md", GUIDE_TEXT, title="Fruit guide"),
+            hit("Page two: the pump. Prime it before use.", MANUAL, "manual.pdf", MANUAL_TEXT, page=1, total_pages=2),
+        ],
+    )
+    guide, manual = await search(router)
+    assert (guide["start_line"], guide["end_line"], guide["page"]) == (6, 7, None)
+    assert guide["link"] == f"{BASE_URL}/api/v1/files/{GUIDE}/content"
+    assert (guide["title"], guide["source"]) == ("Fruit guide", "https://wiki.example.com/fruit")
+    assert (manual["start_line"], manual["end_line"], manual["page"]) == (3, 4, 2)
+    assert manual["link"] == f"{BASE_URL}/api/v1/files/{MANUAL}/content#page=2"
+    assert (manual["title"], manual["source"]) == ("manual.pdf", "manual.pdf")  # none given at upload
+    assert manual["metadata"]["total_pages"] == 2
+    assert "page" not in manual["metadata"]
+
+
+async def test_the_lines_are_those_knowledge_get_file_reads(router: respx.Router) -> None:
+    routed(router)
+    upstream(router, [hit("Apples are red or green. They grow on trees.", GUIDE, "g.md", GUIDE_TEXT)])
+    [found] = await search(router)
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        read = await client.call_tool(
+            "knowledge_get_file",
+            {"file_id": GUIDE, "start_line": found["start_line"], "end_line": found["end_line"]},
+        )
+    assert isinstance(read.structured_content, dict)
+    assert read.structured_content["text"] == "3: Apples are red  or green.\n4: They grow on trees."
+
+
+async def test_each_document_is_read_once_and_not_again_while_its_hash_is_the_same(router: respx.Router) -> None:
+    routed(router)
+    upstream(
+        router,
+        [
+            hit("# Fruit", GUIDE, "g.md", GUIDE_TEXT),
+            hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT),
+            hit("Safety first.", MANUAL, "manual.pdf", "another text"),  # a hash its text does not have
+        ],
+    )
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        for _ in range(3):
+            result = await client.call_tool("knowledge_search", {"query": "fruit", "knowledge_ids": [KB]})
+            assert isinstance(result.structured_content, dict)
+            assert [c["start_line"] for c in result.structured_content["results"]] == [1, 7, 2]
+    reads = [call.request.url.path for call in router.calls if call.request.url.path.startswith("/api/v1/files/")]
+    # The guide once (its chunks carry its text's hash); the manual on every search (they do not match).
+    assert sorted(reads) == sorted([f"/api/v1/files/{GUIDE}"] + [f"/api/v1/files/{MANUAL}"] * 3)
+
+
+async def test_a_document_that_cannot_be_read_leaves_its_hits_without_lines(router: respx.Router) -> None:
+    routed(router)
+    upstream(router, [hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT, title="Fruit guide")])
+    router.get(f"/api/v1/files/{GUIDE}").respond(404, json={"detail": "We could not find what you are looking for :/"})
+    [found] = await search(router)
+    assert (found["start_line"], found["end_line"]) == (None, None)
+    assert (found["title"], found["source"]) == ("Fruit guide", "g.md")  # the chunk's own
+    assert found["link"] == f"{BASE_URL}/api/v1/files/{GUIDE}/content"
+
+
+@pytest.mark.parametrize(
+    ("env", "base"),
+    [
+        ({"OPENWEBUI_PUBLIC_URL": "https://chat.example.com/"}, "https://chat.example.com"),
+        ({"OPENWEBUI_MCP_TRANSPORT": "streamable-http"}, None),  # HTTP callers are not told the upstream address
+        (
+            {"OPENWEBUI_MCP_TRANSPORT": "streamable-http", "OPENWEBUI_PUBLIC_URL": "https://chat.example.com"},
+            "https://chat.example.com",
+        ),
+    ],
+)
+async def test_links_use_the_public_address_and_none_is_invented_over_http(
+    router: respx.Router, env: dict[str, str], base: str | None
+) -> None:
+    routed(router)
+    upstream(router, [hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT)])
+    [found] = await search(router, **env)
+    assert found["link"] == (f"{base}/api/v1/files/{GUIDE}/content" if base else None)
+    assert found["start_line"] == 7  # the citation itself does not depend on the address
+
+
+async def test_exact_matches_carry_the_link(router: respx.Router) -> None:
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    routed(router)
+    record = file_body(GUIDE, GUIDE_TEXT, {}, "g.md")
+    router.get(f"/api/v1/knowledge/{KB}/files").mock(
+        side_effect=lambda request: httpx.Response(200, json={"items": [record], "total": 1})
+    )
+    router.get(f"/api/v1/files/{GUIDE}").respond(json=record)
+    server = create_server(
+        make_settings(OPENWEBUI_PUBLIC_URL="https://chat.example.com"), transport=mock_transport(router)
+    )
+    async with Client(server, raise_exceptions=True) as client:
+        result = await client.call_tool("knowledge_find", {"knowledge_id": KB, "phrase": "bananas are"})
+    assert isinstance(result.structured_content, dict), result
+    [match] = result.structured_content["matches"]
+    assert (match["line"], match["link"]) == (7, f"https://chat.example.com/api/v1/files/{GUIDE}/content")
