@@ -142,6 +142,11 @@ def _upload_metadata(meta: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
+def upload_metadata_of(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The metadata given at a file's upload, from a file in any release's shape."""
+    return _upload_metadata(_optional_mapping(raw.get("meta")))
+
+
 def document(body: object) -> tuple[str, Mapping[str, Any]]:
     """A file's extracted text and the metadata given at its upload."""
     raw = _mapping(body, "a file")

@@ -244,6 +244,11 @@ async def knowledge_list(
     return await respond(tools.list_knowledge(_app(ctx), query, limit, cursor))
 
 
+Where = Annotated[dict[str, Any] | None, arg("Only documents whose upload metadata has these values")]
+ChangedAfter = Annotated[str | None, arg("Only documents changed since (ISO 8601)")]
+ChangedBefore = Annotated[str | None, arg("Only documents changed before (ISO 8601)")]
+
+
 async def knowledge_files(
     ctx: Ctx,
     knowledge_id: KnowledgeId,
@@ -251,8 +256,13 @@ async def knowledge_files(
     limit: Limit = None,
     cursor: Cursor = None,
     page: Annotated[int | None, arg("Unlisted (see _UNLISTED): a page of 30, as before cursor")] = None,
+    where: Where = None,
+    changed_after: ChangedAfter = None,
+    changed_before: ChangedBefore = None,
 ) -> Annotated[CallToolResult, KnowledgeFiles]:
-    return await respond(tools.list_files(_app(ctx), knowledge_id, query, limit, cursor, page))
+    return await respond(
+        tools.list_files(_app(ctx), knowledge_id, query, limit, cursor, page, where, changed_after, changed_before)
+    )
 
 
 async def knowledge_search(
@@ -263,8 +273,15 @@ async def knowledge_search(
     k_reranker: Annotated[int | None, arg("Reranker candidates (hybrid)", maximum=tools.K_RERANKER_MAX)] = None,
     file_ids: Annotated[list[str] | None, arg("Or just these file_ids")] = None,
     folder: Annotated[str | None, arg("Only this folder of knowledge_ids")] = None,
+    where: Where = None,
+    changed_after: ChangedAfter = None,
+    changed_before: ChangedBefore = None,
 ) -> Annotated[CallToolResult, SearchResult]:
-    return await respond(tools.search(_app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids, folder))
+    return await respond(
+        tools.search(
+            _app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids, folder, where, changed_after, changed_before
+        )
+    )
 
 
 async def knowledge_get_file(

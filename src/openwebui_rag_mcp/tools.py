@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openwebui_rag_mcp import __version__, citations, normalize
+from openwebui_rag_mcp import __version__, citations, filters, normalize
 from openwebui_rag_mcp.app import App, check_id, check_range
 from openwebui_rag_mcp.config import TOP_K_MAX
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
@@ -191,17 +191,30 @@ async def list_files(
     limit: int | None = None,
     cursor: str | None = None,
     page: int | None = None,
+    where: Mapping[str, Any] | None = None,
+    changed_after: str | None = None,
+    changed_before: str | None = None,
 ) -> KnowledgeFiles:
     app.check_base(knowledge_id)
     size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
-    offset, text, seen_total = _position(knowledge_id, cursor, _list_query(query))
+    narrowed = filters.make_filter(where, changed_after, changed_before)
+    if narrowed is not None and narrowed.where and not (await app.client.release()).capabilities.upload_metadata:
+        version = (await app.client.release()).version
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {version} keeps no metadata given at upload (0.6.23 and later do), so no document can be "
+            "told by it here; filter by changed_after and changed_before only",
+        )
+    # A cursor belongs to one filter: the next page of another would skip or repeat documents.
+    scope = knowledge_id if narrowed is None else f"{knowledge_id} {narrowed.describe()}"
+    offset, text, seen_total = _position(scope, cursor, _list_query(query))
     if page is not None:  # the parameter before `cursor`: a page of Open WebUI's size
         check_range(page, "page", 1, 100_000)
         if cursor is not None:
             raise invalid_argument("give cursor or page, not both")
         offset, size = (page - 1) * UPSTREAM_PAGE, limit or UPSTREAM_PAGE
     window = None
-    if text is None and (await app.client.release()).paged_lists:
+    if text is None and narrowed is None and (await app.client.release()).paged_lists:
 
         async def read(number: int) -> tuple[list[Mapping[str, Any]], int | None]:
             return await app.client.knowledge_files(knowledge_id, number)
@@ -210,17 +223,21 @@ async def list_files(
     if window is not None:
         items, total = [normalize.file_item(item) for item in window[0]], window[1]
     else:
-        files = await all_files(app, knowledge_id)
+        rows, _ = await app.client.knowledge_files(knowledge_id, None)
+        files = [normalize.file_item(row) for row in rows if narrowed is None or narrowed.matches(row)]
         if text is not None:
             files = [item for item in files if _matches(text, item.filename, item.title)]
         items, total = files[offset : offset + size], len(files)
     end = offset + len(items)
+    hint = _hint(len(items), offset, total, "documents", text, seen_total)
+    if total == 0 and narrowed is not None:
+        hint = f"no document of this base matches {narrowed.describe()}" + (f" and query {text!r}" if text else "")
     return KnowledgeFiles(
         knowledge_id=knowledge_id,
         total=total,
         count=len(items),
-        next_cursor=_cursor(knowledge_id, end, text, total) if end < total else None,
-        hint=_hint(len(items), offset, total, "documents", text, seen_total),
+        next_cursor=_cursor(scope, end, text, total) if end < total else None,
+        hint=hint,
         items=items,
     )
 
@@ -233,6 +250,9 @@ async def search(
     k_reranker: int | None,
     file_ids: list[str] | None = None,
     folder: str | None = None,
+    where: Mapping[str, Any] | None = None,
+    changed_after: str | None = None,
+    changed_before: str | None = None,
 ) -> SearchResult:
     text = query.strip()
     if not text:
@@ -242,10 +262,12 @@ async def search(
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
-    if folder is not None:
+    narrowed = filters.make_filter(where, changed_after, changed_before)
+    if folder is not None or narrowed is not None:
         if file_ids is not None:
-            raise invalid_argument("give folder or file_ids, not both: file_ids already names the documents")
-        return await _search_folder(app, text, knowledge_ids, folder, k, k_reranker)
+            what = "folder" if folder is not None else "a filter (where, changed_after, changed_before)"
+            raise invalid_argument(f"give {what} or file_ids, not both: file_ids already names the documents")
+        return await _search_narrowed(app, text, knowledge_ids, folder, narrowed, k, k_reranker)
     if file_ids is not None:
         return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker)
     if knowledge_ids is None:
@@ -291,38 +313,62 @@ async def _search_documents(
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
 
-async def _search_folder(
-    app: App, text: str, knowledge_ids: list[str] | None, folder: str, k: int, k_reranker: int | None
+async def _search_narrowed(
+    app: App,
+    text: str,
+    knowledge_ids: list[str] | None,
+    folder: str | None,
+    narrowed: filters.Filter | None,
+    k: int,
+    k_reranker: int | None,
 ) -> SearchResult:
-    """Search the documents in a folder (and the folders below it) of the named bases.
+    """Search the documents of the named bases that are in a folder (and the folders below it) and that a filter
+    lets through.
 
-    Open WebUI's retrieval cannot be narrowed to a folder, so the folder's documents are read from the base's folder
-    lists (which check access on every release) and searched through their own collections, `file-<id>`.
+    Open WebUI's retrieval can be narrowed to neither, so the qualifying documents are read from the bases' own lists
+    (folder lists, document lists; both check access on every release) and searched through their own collections,
+    `file-<id>`, in one retrieval request.
     """
-    path = folder.strip().strip("/")
-    if not path:
+    path = folder.strip().strip("/") if folder is not None else None
+    if path == "":
         raise invalid_argument("folder must name a folder, like 'guides/2024'; leave it out to search whole bases")
+    what = "folder" if narrowed is None else "a filter"
     if not knowledge_ids:
-        raise invalid_argument("folder needs knowledge_ids: the bases whose folder to search")
+        raise invalid_argument(f"{what} needs knowledge_ids: the bases to narrow the search to")
     if len(knowledge_ids) > KNOWLEDGE_IDS_MAX:
         raise invalid_argument(f"knowledge_ids has {len(knowledge_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
     release = await app.client.release()
-    if not release.folders:
+    if path is not None and not release.folders:
         raise ToolFailure(
             "unsupported",
             f"Open WebUI {release.version} has no folders in knowledge bases (0.9.6 and later do), so a search "
             "cannot be narrowed to one here; search the whole base, or name the documents with file_ids",
         )
+    if narrowed is not None and narrowed.where and not release.capabilities.upload_metadata:
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {release.version} keeps no metadata given at upload (0.6.23 and later do), so no document "
+            "can be told by it here; filter by changed_after and changed_before only",
+        )
     bases = await app.check_searchable(knowledge_ids)
     base_of: dict[str, str] = {}
     for base in bases:
-        for file_id in await _documents_in_folder(app, base, path, KNOWLEDGE_IDS_MAX - len(base_of)):
+        found = await qualifying(app, base, path, narrowed)
+        for file_id in found:
             base_of.setdefault(file_id, base)
+        if len(base_of) > KNOWLEDGE_IDS_MAX:
+            raise invalid_argument(
+                f"more than {KNOWLEDGE_IDS_MAX} documents qualify ({what}); a narrowed search covers at most "
+                f"{KNOWLEDGE_IDS_MAX}: narrow it further"
+            )
     if not base_of:
+        where = [f"in folder {path!r} or below it" if path is not None else ""]
+        where += [f"matching {narrowed.describe()}" if narrowed is not None else ""]
         raise ToolFailure(
             "not_found",
-            f"no document is in folder {path!r} or below it in {', '.join(bases) or 'the named bases'}; "
-            "knowledge_files shows each document's folder (Open WebUI 0.12+)",
+            f"no document {' and '.join(part for part in where if part)} is in "
+            f"{', '.join(bases) or 'the named bases'}, so nothing was searched; knowledge_files shows each "
+            "document's folder (Open WebUI 0.12+) and takes the same filter",
         )
     body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
     results = [
@@ -330,6 +376,25 @@ async def _search_folder(
         for chunk in await _cited(app, body, k)
     ]
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
+
+
+FILTERED_FOLDER_MAX = 10_000  # documents a folder may hold when a filter narrows it further
+
+
+async def qualifying(app: App, knowledge_id: str, path: str | None, narrowed: filters.Filter | None) -> list[str]:
+    """The documents of a base in the folder at `path` (and below it), if given, that `narrowed` lets through."""
+    in_folder: list[str] | None = None
+    if path is not None:
+        room = KNOWLEDGE_IDS_MAX if narrowed is None else FILTERED_FOLDER_MAX
+        in_folder = await _documents_in_folder(app, knowledge_id, path, room)
+    if narrowed is None or in_folder == []:
+        return in_folder or []
+    rows, _ = await app.client.knowledge_files(knowledge_id, None)
+    passing = [normalize.file_record(row).file_id for row in rows if narrowed.matches(row)]
+    if in_folder is None:
+        return passing
+    chosen = set(in_folder)
+    return [file_id for file_id in passing if file_id in chosen]
 
 
 async def _documents_in_folder(app: App, knowledge_id: str, path: str, room: int) -> list[str]:
