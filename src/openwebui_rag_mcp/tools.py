@@ -364,11 +364,15 @@ async def _search_narrowed(
     if not base_of:
         where = [f"in folder {path!r} or below it" if path is not None else ""]
         where += [f"matching {narrowed.describe()}" if narrowed is not None else ""]
+        see = (
+            "knowledge_files shows each document's folder (Open WebUI 0.12+)"
+            if narrowed is None
+            else "knowledge_files takes the same filter, and knowledge_get_file shows a document's metadata"
+        )
         raise ToolFailure(
             "not_found",
             f"no document {' and '.join(part for part in where if part)} is in "
-            f"{', '.join(bases) or 'the named bases'}, so nothing was searched; knowledge_files shows each "
-            "document's folder (Open WebUI 0.12+) and takes the same filter",
+            f"{', '.join(bases) or 'the named bases'}, so nothing was searched; {see}",
         )
     body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
     results = [
