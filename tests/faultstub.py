@@ -230,6 +230,11 @@ class FakeOpenWebUI:
             case ("GET", "api", "v1", "knowledge", knowledge_id, "files") if knowledge_id in self.bases:
                 documents = [self.files[f].item() for f in self.bases[knowledge_id].members]
                 return 200, {"items": documents, "directories": [], "breadcrumbs": [], "total": len(documents)}
+            case ("POST", "api", "v1", "knowledge", knowledge_id, "update") if knowledge_id in self.bases:
+                form = json.loads(body)
+                self.bases[knowledge_id].name = str(form.get("name", ""))
+                self.bases[knowledge_id].description = str(form.get("description", ""))
+                return 200, self.bases[knowledge_id].model()
             case ("POST", "api", "v1", "knowledge", knowledge_id, "file", action) if knowledge_id in self.bases:
                 return self._file_action(self.bases[knowledge_id], action, json.loads(body).get("file_id"))
             case ("GET", "api", "v1", "files", file_id) if file_id in self.files:

@@ -155,6 +155,7 @@ CONTROL_CASES: list[ControlCase] = [
     _outside("knowledge_add", _add(KB_OTHER), "a base"),
     _outside("knowledge_update", {**UPDATE_OTHER, "knowledge_id": KB_OTHER}, "a base"),
     _outside("knowledge_delete", {"knowledge_id": KB_OTHER, "file_id": FILE_OTHER}, "a base"),
+    _outside("knowledge_rename", {"knowledge_id": KB_OTHER, "name": "Renamed"}, "a base"),
     ControlCase(
         "a file in no allowed base", "OPENWEBUI_KNOWLEDGE_IDS", ALLOW, "knowledge_get_file", {"file_id": FILE_OTHER},
         "not_found", NONE_OF_THE_BASES, never=(f"GET /api/v1/files/{FILE_OTHER}",),
@@ -508,6 +509,7 @@ GOOD: dict[str, dict[str, Any]] = {
     "knowledge_add_file": {"knowledge_id": KB, "content_base64": "IyBQZWFycwo=", "filename": "pears.md"},
     "knowledge_update": {"file_id": FILE, "text": TEXT, "knowledge_id": KB},
     "knowledge_delete": {"knowledge_id": KB, "file_id": FILE},
+    "knowledge_rename": {"knowledge_id": KB, "name": "Renamed"},
 }
 BAD_IDS: list[tuple[str, str]] = [
     ("id with `../`", "../../api/v1/auths"),
@@ -534,6 +536,7 @@ ID_FIELDS: list[tuple[str, str]] = [
     ("knowledge_update", "knowledge_id"),
     ("knowledge_delete", "knowledge_id"),
     ("knowledge_delete", "file_id"),
+    ("knowledge_rename", "knowledge_id"),
 ]
 
 
@@ -621,6 +624,9 @@ TYPE_INPUTS = [
     _missing("knowledge_add", "title"),
     _missing("knowledge_update", "knowledge_id"),
     _missing("knowledge_delete", "file_id"),
+    _bad("wrong type", "knowledge_rename", "name", 7, "name: Input should be a valid string"),
+    _bad("nothing to change", "knowledge_rename", "name", None, "give name, description or both"),
+    _bad("name over 200 characters", "knowledge_rename", "name", "n" * 201, "the limit is 200"),
     _bad("wrong type", "knowledge_find", "phrase", 4711, "phrase: Input should be a valid string"),
     _bad("empty phrase", "knowledge_find", "phrase", " ", "phrase must not be empty"),
     _bad("wrong type", "knowledge_add_file", "content_base64", 12, "content_base64: Input should be a valid string"),

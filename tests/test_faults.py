@@ -112,6 +112,10 @@ TOOLS: list[ToolCall] = [
         "knowledge_delete", {"knowledge_id": KB, "file_id": FILE}, "POST", f"/api/v1/knowledge/{KB}/file/remove",
         "unlink", FILE,
     ),
+    ToolCall(
+        "knowledge_rename", {"knowledge_id": KB, "name": "Фрукты и ягоды"}, "POST", f"/api/v1/knowledge/{KB}/update",
+        "rename",
+    ),
 ]  # fmt: skip
 
 

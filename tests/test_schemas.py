@@ -47,6 +47,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("knowledge_add_file", {"knowledge_id": KB, "content_base64": "IyBQbHVtcwoKUGx1bXMuCg==", "filename": "plums.md"}),
     ("knowledge_update", {"file_id": FILE, "text": "# Apples\n\nGreen now.", "knowledge_id": KB}),
     ("knowledge_delete", {"knowledge_id": KB, "file_id": FILE}),
+    ("knowledge_rename", {"knowledge_id": KB, "description": "Фрукты и ягоды"}),
 ]
 DUPLICATE = "400: Duplicate content detected. Please provide unique content to proceed."
 FREE_FORM = {"metadata"}  # objects of any shape: a key removed from one is still a valid object
@@ -246,6 +247,7 @@ async def test_every_tools_real_error_bodies_validate() -> None:
             ("knowledge_files", {"knowledge_id": "not a valid id"}),
             ("knowledge_get_file", {"file_id": "ffffffff-0000-4000-8000-000000000000"}),
             ("knowledge_delete", {"knowledge_id": KB_OTHER, "file_id": FILE}),
+            ("knowledge_rename", {"knowledge_id": KB, "name": " "}),
             ("knowledge_search", {"query": 42}),
         ]
         for tool, arguments in calls:

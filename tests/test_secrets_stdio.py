@@ -96,6 +96,8 @@ TOUR: list[Stop] = [
     Stop("500 echoing the key, adding a file", "knowledge_add_file",
          {"knowledge_id": KB, "content_base64": "IyBYCg==", "filename": "x.md"}, "upstream_error",
          answer(500, {"detail": f"disk full near {ECHO}"}), "POST", "/api/v1/files/"),
+    Stop("409 echoing the key, renaming a base", "knowledge_rename", {"knowledge_id": KB, "name": "Tour"},
+         "conflict", answer(409, {"detail": f"taken by {ECHO}"}), "POST", f"/api/v1/knowledge/{KB}/update"),
     Stop("healthy again", "knowledge_list", {}, None),
     Stop("healthy again", "knowledge_add", ADD, None),
 ]  # fmt: skip
@@ -114,7 +116,7 @@ def test_the_key_never_leaves_the_process(stub: FaultStub, tmp_path: Path) -> No
         "OPENWEBUI_URL": stub.url_of("tour"),
         "OPENWEBUI_API_KEY": KEY,
         "OPENWEBUI_LOG_LEVEL": "DEBUG",
-        "OPENWEBUI_TIMEOUT": "1",
+        "OPENWEBUI_TIMEOUT": "5",  # only the hang reaches it (1 s turned healthy answers into timeouts under load)
         "PYTHONUNBUFFERED": "1",
     }
     stderr_path = tmp_path / "stderr.bin"
@@ -123,7 +125,7 @@ def test_the_key_never_leaves_the_process(stub: FaultStub, tmp_path: Path) -> No
         try:
             init = server.initialize("tour")
             assert init["serverInfo"]["name"] == "openwebui-rag-mcp"
-            assert len(server.request("tools/list", {})["tools"]) == 15
+            assert len(server.request("tools/list", {})["tools"]) == 16
 
             for stop in TOUR:
                 lane.clear()

@@ -32,7 +32,14 @@ READ_TOOLS = (
     "knowledge_find",
     "knowledge_health",
 )
-WRITE_TOOLS = ("knowledge_create", "knowledge_add", "knowledge_add_file", "knowledge_update", "knowledge_delete")
+WRITE_TOOLS = (
+    "knowledge_create",
+    "knowledge_add",
+    "knowledge_add_file",
+    "knowledge_update",
+    "knowledge_delete",
+    "knowledge_rename",
+)
 ALIASES = {
     "rag_list_knowledge": "knowledge_list",
     "rag_search": "knowledge_search",

@@ -153,6 +153,13 @@ class KnowledgeCreated(_Result):
     description: str
 
 
+class KnowledgeRenamed(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    name: str
+    description: str
+
+
 class DocumentAdded(_Result):
     ok: Literal[True]
     knowledge_id: str

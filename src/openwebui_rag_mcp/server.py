@@ -55,6 +55,7 @@ from openwebui_rag_mcp.models import (
     KnowledgeCreated,
     KnowledgeFiles,
     KnowledgeList,
+    KnowledgeRenamed,
     SearchResult,
 )
 
@@ -244,9 +245,9 @@ async def knowledge_list(
     return await respond(tools.list_knowledge(_app(ctx), query, limit, cursor))
 
 
-Where = Annotated[dict[str, Any] | None, arg("Only documents whose upload metadata has these values")]
-ChangedAfter = Annotated[str | None, arg("Only documents changed since (ISO 8601)")]
-ChangedBefore = Annotated[str | None, arg("Only documents changed before (ISO 8601)")]
+Where = Annotated[dict[str, Any] | None, arg("Upload metadata to match")]
+ChangedAfter = Annotated[str | None, arg("Since (ISO 8601)")]
+ChangedBefore = Annotated[str | None, arg("Before (ISO 8601)")]
 
 
 async def knowledge_files(
@@ -363,6 +364,15 @@ async def knowledge_delete(
     ctx: Ctx, knowledge_id: KnowledgeId, file_id: FileId
 ) -> Annotated[CallToolResult, DocumentRemoved]:
     return await respond(writes.remove_document(_app(ctx), knowledge_id, file_id), write=True)
+
+
+async def knowledge_rename(
+    ctx: Ctx,
+    knowledge_id: KnowledgeId,
+    name: Annotated[str | None, arg("New name")] = None,
+    description: Annotated[str | None, arg("New description")] = None,
+) -> Annotated[CallToolResult, KnowledgeRenamed]:
+    return await respond(writes.rename_knowledge(_app(ctx), knowledge_id, name, description), write=True)
 
 
 async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
@@ -552,6 +562,7 @@ _CREATE = "Create an empty knowledge base, private until shared; returns its kno
 _ADD = "Add a text document to base knowledge_id and index it; returns its file_id."
 _UPDATE = "Replace the text of file_id in base knowledge_id and re-index it."
 _DELETE = "Remove a document (file_id) from base knowledge_id; the file and other bases keep it."
+_RENAME = "Rename base knowledge_id or change its description."
 _ALIAS = " Alias of {0}."
 
 
@@ -635,6 +646,7 @@ def create_server(
         (knowledge_add_file, _ADD_FILE, CREATE),
         (knowledge_update, _UPDATE, CHANGE),
         (knowledge_delete, _DELETE, CHANGE),
+        (knowledge_rename, _RENAME, CHANGE),
     ]
     aliases_of = {name: alias for alias, name in ALIASES.items()}
     built: dict[str, Tool] = {}

@@ -29,7 +29,15 @@ from openwebui_rag_mcp.inflight import Tracked
 from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
 from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
-from openwebui_rag_mcp.models import DocumentAdded, DocumentRemoved, DocumentUpdated, FileAdded, KnowledgeCreated
+from openwebui_rag_mcp.models import (
+    DocumentAdded,
+    DocumentRemoved,
+    DocumentUpdated,
+    FileAdded,
+    KnowledgeBase,
+    KnowledgeCreated,
+    KnowledgeRenamed,
+)
 from openwebui_rag_mcp.normalize import UPLOAD_MARK
 
 Progress = Callable[[float, float, str], Awaitable[None]]
@@ -181,9 +189,11 @@ async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCr
     return KnowledgeCreated(ok=True, knowledge_id=knowledge_id, name=name, description=description)
 
 
-async def _check_writable(app: App, knowledge_id: str, stage: Stage = "upload", file_id: str | None = None) -> None:
+async def _check_writable(
+    app: App, knowledge_id: str, stage: Stage = "upload", file_id: str | None = None
+) -> KnowledgeBase:
     """Refuse a base shared with the key read-only, the same way for every write (Open WebUI's own answers to the
-    write requests differ: 401, 403 or a 404 for the file)."""
+    write requests differ: 401, 403 or a 404 for the file); the base as read."""
     try:
         base = normalize.knowledge_base(await app.client.knowledge(knowledge_id))
     except ToolFailure as failure:  # only a read so far: nothing changed, whatever went wrong
@@ -196,6 +206,51 @@ async def _check_writable(app: App, knowledge_id: str, stage: Stage = "upload", 
             file_id=file_id,
             outcome="not_applied",
         )
+    return base
+
+
+async def rename_knowledge(app: App, knowledge_id: str, name: str | None, description: str | None) -> KnowledgeRenamed:
+    """Give a base a new name, a new description, or both; its documents and its sharing stay as they are."""
+    check_writes_allowed()
+    app.check_base(knowledge_id)
+    if name is None and description is None:
+        raise invalid_argument("give name, description or both: nothing else of a base is changed here")
+    if name is not None:
+        name = _check_text(name, "name", NAME_MAX_CHARS).strip()
+    if description is not None and len(description) > DESCRIPTION_MAX_CHARS:
+        raise invalid_argument(
+            f"description is {len(description)} characters long; the limit is {DESCRIPTION_MAX_CHARS}"
+        )
+    release = await _release(app, "rename")
+    if not release.private_by_default:
+        # Before 0.8 the update form rewrites the base's sharing (`access_control`; left out, the base becomes
+        # readable by every user) and before 0.6.41 its list of files: sending back what was read could undo a
+        # change made meanwhile, so nothing is sent.
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {release.version} rewrites a base's sharing along with its name (0.8 and later do not), so "
+            "renaming it here could widen or undo its sharing; rename it in Open WebUI's own interface. Nothing was "
+            "changed",
+            stage="rename",
+            outcome="not_applied",
+        )
+    async with app.locks.hold(knowledge_id) as lease:
+        base = await _check_writable(app, knowledge_id, "rename")
+        new_name = name if name is not None else base.name
+        new_description = description if description is not None else (base.description or "")
+        _still_held(lease, "rename")
+        try:
+            answer = await app.client.rename_knowledge(knowledge_id, new_name, new_description)
+        except ToolFailure as failure:
+            raise _failed(failure, "rename") from None
+        app.readable.forget(app.client)  # lists and completions show the new name
+        try:
+            renamed = normalize.knowledge_base(answer)
+        except ToolFailure as failure:
+            raise failure.at("rename", outcome="partial_or_unknown") from None
+    return KnowledgeRenamed(
+        ok=True, knowledge_id=knowledge_id, name=renamed.name, description=renamed.description or ""
+    )
 
 
 async def _wait_processed(app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress) -> str:

@@ -157,6 +157,13 @@ class KnowledgeAPI(ClientBase):
             body["access_control"] = {}
         return _object(await self._send("POST", "api/v1/knowledge/create", json_body=body), "a new knowledge base")
 
+    async def rename_knowledge(self, knowledge_id: str, name: str, description: str) -> Mapping[str, Any]:
+        """A base's new name and description. Only for 0.8 and later: there the form leaves sharing alone when it
+        carries no `access_grants`; before 0.8 it rewrites `access_control` (and before 0.6.41 the base's files)."""
+        path = f"api/v1/knowledge/{segment(knowledge_id)}/update"
+        body = {"name": name, "description": description}
+        return _object(await self._send("POST", path, json_body=body), "a renamed knowledge base")
+
     async def add_file(self, knowledge_id: str, file_id: str, directory_id: str | None = None) -> Json:
         """Attach a processed file to a base, into one of its folders (0.9.6+) when `directory_id` is given."""
         path = f"api/v1/knowledge/{segment(knowledge_id)}/file/add"
