@@ -158,13 +158,17 @@ async def _release(app: App, stage: Stage, file_id: str | None = None) -> Releas
         raise failure.at(stage, file_id=file_id, outcome="not_applied") from None
 
 
-async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCreated:
-    check_writes_allowed()
-    name = _check_text(name, "name", NAME_MAX_CHARS).strip()
+def _check_description(description: str) -> None:
     if len(description) > DESCRIPTION_MAX_CHARS:
         raise invalid_argument(
             f"description is {len(description)} characters long; the limit is {DESCRIPTION_MAX_CHARS}"
         )
+
+
+async def create_knowledge(app: App, name: str, description: str) -> KnowledgeCreated:
+    check_writes_allowed()
+    name = _check_text(name, "name", NAME_MAX_CHARS).strip()
+    _check_description(description)
     if not app.settings.allow_create:
         raise ToolFailure(
             "forbidden",
@@ -217,10 +221,8 @@ async def rename_knowledge(app: App, knowledge_id: str, name: str | None, descri
         raise invalid_argument("give name, description or both: nothing else of a base is changed here")
     if name is not None:
         name = _check_text(name, "name", NAME_MAX_CHARS).strip()
-    if description is not None and len(description) > DESCRIPTION_MAX_CHARS:
-        raise invalid_argument(
-            f"description is {len(description)} characters long; the limit is {DESCRIPTION_MAX_CHARS}"
-        )
+    if description is not None:
+        _check_description(description)
     release = await _release(app, "rename")
     if not release.private_by_default:
         # Before 0.8 the update form rewrites the base's sharing (`access_control`; left out, the base becomes
