@@ -11,7 +11,7 @@ import pytest
 import respx
 from mcp import Client
 
-from openwebui_rag_mcp.citations import Documents, line_span, link
+from openwebui_rag_mcp.citations import Document, Documents, line_span, link
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import BASE_URL, make_settings, mock_transport
 
@@ -65,17 +65,33 @@ def test_the_link_opens_the_file_at_its_page_and_escapes_the_id() -> None:
 
 
 def test_the_document_memory_keeps_what_fits_and_drops_the_oldest() -> None:
-    memory = Documents(max_chars=10)
-    memory.put(("me", "a", "h"), ("12345", {}))
-    memory.put(("me", "b", "h"), ("12345", {}))
-    assert memory.get(("me", "a", "h")) is not None  # now the most recently used
-    memory.put(("me", "c", "h"), ("123", {}))
+    five, three = Document("12345", "t", None), Document("123", None, "s")
+    memory = Documents(max_chars=2 * five.cost + 3)
+    memory.put(("me", "a", "h"), five)
+    memory.put(("me", "b", "h"), five)
+    assert memory.get(("me", "a", "h")) == five  # now the most recently used
+    memory.put(("me", "c", "h"), three)
     assert memory.get(("me", "b", "h")) is None
-    assert memory.get(("me", "a", "h")) is not None
-    assert memory.get(("me", "c", "h")) is not None
-    memory.put(("me", "d", "h"), ("x" * 11, {}))  # larger than all of it: never kept
+    assert memory.get(("me", "a", "h")) == five
+    assert memory.get(("me", "c", "h")) == three
+    memory.put(("me", "d", "h"), Document("x" * memory.max_chars, None, None))  # larger than all of it: never kept
     assert memory.get(("me", "d", "h")) is None
-    assert memory.get(("you", "a", "h")) is None  # one caller's reads are not another's
+    assert memory.get(("you", "a", "h")) is None  # what one caller read is not another's
+
+
+def test_a_document_keeps_only_what_a_citation_needs() -> None:
+    body = {"data": {"content": "text"}, "meta": {"data": {"title": "T" * 5_000, "source": "s", "notes": "n" * 10**6}}}
+    document = Document.of(body)
+    assert (document.text, document.title, document.source) == ("text", "T" * 1_000, "s")
+    assert document.cost < 5_000  # the notes are not kept
+
+
+def test_a_long_repetitive_document_is_searched_in_linear_time() -> None:
+    # A table of repeated cells: a backtracking search tried hundreds of words at every position (seconds per hit).
+    table = "| nan | nan | nan | nan | nan | nan |\n" * 60_000 + "| total | 42 |\n"
+    fragment = table[-3_800:]
+    assert line_span(table, fragment) == (60_001 - fragment.count("\n") + 1, 60_001)
+    assert line_span(table, "| nan | total |") is None
 
 
 # -- through the MCP protocol ----------------------------------------------------------------------------------

@@ -91,6 +91,10 @@ def test_bad_filters_are_refused(where: Any, after: str | None, before: str | No
     assert says in caught.value.message
 
 
+def test_the_order_of_the_keys_does_not_matter() -> None:
+    assert make_filter({"a": 1, "b": "x"}, None, None) == make_filter({"b": "x", "a": 1}, None, None)
+
+
 def test_no_arguments_are_no_filter() -> None:
     assert make_filter(None, None, None) is None
 

@@ -291,6 +291,9 @@ def test_chunks(body: object, expected: list[dict[str, Any]], metadata_keys: lis
         ({"page": True}, None),
         ({"page": "two"}, None),
         ({"page_number": 0}, None),
+        ({"page": "²"}, None),  # a digit to str.isdigit, not to int()
+        ({"page": "9" * 5_000}, None),  # past int()'s digit limit
+        ({"page": 10**12}, None),  # not a page
         ({}, None),
     ],
 )

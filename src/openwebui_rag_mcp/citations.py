@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import re
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import quote
+
+import anyio
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.errors import ToolFailure
@@ -28,6 +30,8 @@ from openwebui_rag_mcp.models import Chunk
 log = logging.getLogger(__name__)
 
 READERS = 4
+LABEL_MAX_CHARS = 1_000  # of a title or a source kept for a citation
+ENTRY_CHARS = 512  # an entry's key and bookkeeping, counted as characters
 # Characters of document text kept for citations, over all callers (about 64 MB at most).
 CACHE_MAX_CHARS = 16 * 1024 * 1024
 # Words a fragment is found by when it is not found whole (Open WebUI re-splits and re-joins some texts): the first
@@ -35,28 +39,60 @@ CACHE_MAX_CHARS = 16 * 1024 * 1024
 EDGE_WORDS = 12
 
 
-def _words_pattern(words: Sequence[str]) -> re.Pattern[str]:
-    # Any run of whitespace matches any other: chunk texts differ from the document in spaces and line breaks only.
-    return re.compile(r"\s+".join(re.escape(word) for word in words))
+@dataclass(frozen=True, slots=True)
+class Words:
+    """A text's words, single-spaced, line after line: a fragment is found with `str.find` (linear, whatever the
+    text) however its whitespace differs, as chunk texts differ from their document in spaces and line breaks only.
+    Built line by line (not word by word: a table of short cells has a million words)."""
+
+    joined: str  # the words of every line that has any, one space between words and between lines
+    starts: list[int]  # where each of those lines starts in `joined`
+    numbers: list[int]  # and its number in the text, from 1, lines ending at "\n" as knowledge_get_file counts them
+
+    @classmethod
+    def of(cls, text: str) -> Words:
+        parts: list[str] = []
+        starts: list[int] = []
+        numbers: list[int] = []
+        offset = 0
+        for number, line in enumerate(text.split("\n"), start=1):
+            words = line.split()
+            if words:
+                squeezed = " ".join(words)
+                parts.append(squeezed)
+                starts.append(offset)
+                numbers.append(number)
+                offset += len(squeezed) + 1
+        return cls(" ".join(parts), starts, numbers)
+
+    def line_at(self, position: int) -> int:
+        return self.numbers[bisect_right(self.starts, position) - 1]
+
+    def find(self, words: Sequence[str], after: int = 0) -> tuple[int, int] | None:
+        """Where `words` occur in `joined`, from `after` on, as (first, last) character; the first and last of them
+        may be parts of words (a splitter by tokens cuts inside words)."""
+        needle = " ".join(words)
+        position = self.joined.find(needle, after) if needle else -1
+        return None if position < 0 else (position, position + len(needle) - 1)
+
+
+def place(document: Words, fragment: str) -> tuple[int, int] | None:
+    """The first and last line (from 1, lines ending at "\\n" as `knowledge_get_file` counts them) of the document
+    that `fragment` covers, or None when it is not found there."""
+    words = fragment.split()
+    found = document.find(words)
+    if found is None:
+        head = document.find(words[:EDGE_WORDS])
+        if head is None:
+            return None
+        tail = document.find(words[-EDGE_WORDS:], head[0]) if len(words) > EDGE_WORDS else None
+        found = (head[0], tail[1] if tail is not None else head[1])
+    return document.line_at(found[0]), document.line_at(found[1])
 
 
 def line_span(document: str, fragment: str) -> tuple[int, int] | None:
-    """The first and last line (from 1, lines ending at "\\n" as `knowledge_get_file` counts them) of `document`
-    that `fragment` covers, or None when it is not found there."""
-    words = fragment.split()
-    if not words:
-        return None
-    whole = _words_pattern(words).search(document)
-    if whole is not None:
-        start, end = whole.start(), whole.end()
-    else:
-        head = _words_pattern(words[:EDGE_WORDS]).search(document)
-        if head is None:
-            return None
-        tail = _words_pattern(words[-EDGE_WORDS:]).search(document, head.start())
-        start = head.start()
-        end = tail.end() if tail is not None and len(words) > EDGE_WORDS else head.end()
-    return document.count("\n", 0, start) + 1, document.count("\n", 0, max(start, end - 1)) + 1
+    """`place` in a document given as its text."""
+    return place(Words.of(document), fragment)
 
 
 def link(base_url: str | None, file_id: str, page: int | None = None) -> str | None:
@@ -68,7 +104,24 @@ def link(base_url: str | None, file_id: str, page: int | None = None) -> str | N
     return f"{address}#page={page}" if page is not None else address
 
 
-Document = tuple[str, Mapping[str, Any]]  # a file's extracted text and the metadata given at its upload
+@dataclass(frozen=True, slots=True)
+class Document:
+    """What a citation needs of a document: its extracted text, and the title and source given at its upload."""
+
+    text: str
+    title: str | None
+    source: str | None
+
+    @classmethod
+    def of(cls, body: object) -> Document:
+        text, uploaded = normalize.document(body)
+        title, source = normalize.text_or_none(uploaded.get("title")), normalize.text_or_none(uploaded.get("source"))
+        return cls(text, title[:LABEL_MAX_CHARS] if title else None, source[:LABEL_MAX_CHARS] if source else None)
+
+    @property
+    def cost(self) -> int:
+        """What it takes in memory, in characters: its text and a bound for the rest of an entry."""
+        return len(self.text) + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
 
 
 class Documents:
@@ -89,13 +142,13 @@ class Documents:
         return text
 
     def put(self, key: tuple[str, str, str], document: Document) -> None:
-        if len(document[0]) > self.max_chars or key in self._texts:
+        if document.cost > self.max_chars or key in self._texts:
             return
         self._texts[key] = document
-        self._chars += len(document[0])
+        self._chars += document.cost
         while self._chars > self.max_chars:
             _, dropped = self._texts.popitem(last=False)
-            self._chars -= len(dropped[0])
+            self._chars -= dropped.cost
 
 
 def _sha256(text: str) -> str:
@@ -118,13 +171,13 @@ async def cite(
     async def fetch(file_id: str, expected_hash: str | None) -> None:
         async with gate:
             try:
-                found = normalize.document(await read_file(file_id))
+                found = Document.of(await read_file(file_id))
             except ToolFailure as failure:
                 log.debug("search: no citation for file %s (%s)", file_id, failure.code)
                 read[file_id] = None
                 return
         read[file_id] = found
-        if expected_hash and _sha256(found[0]) == expected_hash:
+        if expected_hash and _sha256(found.text) == expected_hash:
             documents.put((caller, file_id, expected_hash), found)
 
     hashes: dict[str, str | None] = {}
@@ -136,16 +189,16 @@ async def cite(
         if cached is not None:
             read[file_id] = cached
     await asyncio.gather(*(fetch(file_id, text_hash) for file_id, text_hash in hashes.items() if file_id not in read))
+    # Finding the fragments reads every document word by word: in a worker thread, so the event loop goes on.
+    spans = await anyio.to_thread.run_sync(_place_all, results, sources, read)
     cited: list[Chunk] = []
-    for chunk, (text, _) in zip(results, sources, strict=True):
+    for chunk, span in zip(results, spans, strict=True):
         found = read.get(chunk.file_id) if chunk.file_id else None
-        span = line_span(found[0], text) if found else None
-        uploaded = found[1] if found else {}
         cited.append(
             chunk.model_copy(
                 update={
-                    "title": normalize.text_or_none(uploaded.get("title")) or chunk.title,
-                    "source": normalize.text_or_none(uploaded.get("source")) or chunk.source,
+                    "title": (found.title if found else None) or chunk.title,
+                    "source": (found.source if found else None) or chunk.source,
                     "start_line": span[0] if span else None,
                     "end_line": span[1] if span else None,
                     "link": link(base_url, chunk.file_id, chunk.page) if chunk.file_id else None,
@@ -153,3 +206,20 @@ async def cite(
             )
         )
     return cited
+
+
+def _place_all(
+    results: Sequence[Chunk], sources: Sequence[tuple[str, str | None]], read: Mapping[str, Document | None]
+) -> list[tuple[int, int] | None]:
+    """The lines of each hit in its document (None where the document is not known), each document split once."""
+    split: dict[str, Words] = {}
+    spans: list[tuple[int, int] | None] = []
+    for chunk, (text, _) in zip(results, sources, strict=True):
+        found = read.get(chunk.file_id) if chunk.file_id else None
+        if found is None or chunk.file_id is None:
+            spans.append(None)
+            continue
+        if chunk.file_id not in split:
+            split[chunk.file_id] = Words.of(found.text)
+        spans.append(place(split[chunk.file_id], text))
+    return spans

@@ -108,4 +108,4 @@ def make_filter(
         raise invalid_argument("changed_after must be earlier than changed_before")
     if not pairs and after is None and before is None:
         return None
-    return Filter(tuple(pairs), after, before)
+    return Filter(tuple(sorted(pairs)), after, before)  # sorted: the same filter, whatever the order of its keys

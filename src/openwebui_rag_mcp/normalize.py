@@ -294,16 +294,20 @@ def page_of(metadata: Mapping[str, Any]) -> int | None:
     return number if number is not None and number >= 1 else None
 
 
+PAGE_MAX = 1_000_000  # past it, a "page" is not one
+
+
 def _whole(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():  # chroma and qdrant keep numbers; others may stringify
-        return int(value)
-    return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer() and abs(value) <= PAGE_MAX:
+        number = int(value)
+    elif isinstance(value, str):  # chroma and qdrant keep numbers; others may stringify them
+        text = value.strip()
+        if text.isascii() and text.isdigit() and len(text) <= 7:  # "²" is a digit to isdigit(), not to int()
+            number = int(text)
+    return number if number is not None and abs(number) <= PAGE_MAX else None
 
 
 def chunk_sources(body: object) -> list[tuple[str, str | None]]:
