@@ -553,7 +553,7 @@ def knowledge_qa(
 
 _LIST = "Knowledge bases: knowledge_id, name, description, file_count; newest first."
 _FILES = "Documents of base knowledge_id: file_id, title, filename, size; newest first."
-_SEARCH = "Semantic search in knowledge bases: fragments with file_id, title, score; best first."
+_SEARCH = "Semantic search in knowledge bases: fragments with file_id, title, lines, link; best first."
 _GET_FILE = "Read a document's text by file_id; a cut text goes on at offset=next_offset."
 _FIND = "Exact text in the documents of base knowledge_id: matching lines with file_id, line number."
 _ADD_FILE = "Add a file (PDF, office, HTML...) to base knowledge_id; Open WebUI extracts the text."
