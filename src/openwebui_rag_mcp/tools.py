@@ -198,12 +198,12 @@ async def list_files(
     app.check_base(knowledge_id)
     size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
     narrowed = filters.make_filter(where, changed_after, changed_before)
-    if narrowed is not None and narrowed.where and not (await app.client.release()).capabilities.upload_metadata:
-        version = (await app.client.release()).version
+    release = await app.client.release() if narrowed is not None and narrowed.where else None
+    if release is not None and not release.capabilities.upload_metadata:
         raise ToolFailure(
             "unsupported",
-            f"Open WebUI {version} keeps no metadata given at upload (0.6.23 and later do), so no document can be "
-            "told by it here; filter by changed_after and changed_before only",
+            f"Open WebUI {release.version} keeps no metadata given at upload (0.6.23 and later do), so no document "
+            "can be told by it here; filter by changed_after and changed_before only",
         )
     # A cursor belongs to one filter: the next page of another would skip or repeat documents.
     scope = knowledge_id if narrowed is None else f"{knowledge_id} {narrowed.describe()}"
