@@ -28,7 +28,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -348,12 +348,14 @@ def start(
     *,
     port: int | None = None,
     timeout: float = 240,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Instance:
     """Start Open WebUI ``version`` (must be installed) on 127.0.0.1 with a fresh DATA_DIR under ``workdir``.
 
     Also starts the fake embedding server, creates the admin (first signup) and an API key. Both processes run in
     their own sessions with output in log files under ``workdir``, so they outlive the caller until ``stop()``.
-    ``workdir/data`` and ``workdir/static`` are wiped first.
+    ``workdir/data`` and ``workdir/static`` are wiped first. ``extra_env`` adds to (or overrides) the environment,
+    e.g. a switch a test needs off its default.
     """
     venv = venv_dir(version)
     executable = venv / "bin" / "open-webui"
@@ -373,7 +375,7 @@ def start(
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     secret_key = secrets.token_hex(32)
-    env = openwebui_env(data_dir, static_dir, embed_port, secret_key)
+    env = openwebui_env(data_dir, static_dir, embed_port, secret_key) | dict(extra_env or {})
     try:
         proc = _spawn_openwebui(executable, port, workdir, env, log_path)
     except OSError:

@@ -220,6 +220,16 @@ class FakeOpenWebUI:
                 items = [base.model() | {"files": None} for base in self.bases.values()]
                 number = int(query.get("page", ["1"])[0] or 1)
                 return 200, {"items": items if number == 1 else [], "total": len(items)}
+            case ("GET", "api", "v1", "knowledge", "search"):  # every base is the one user's (view_option=created)
+                needle = query.get("query", [""])[0].lower()
+                found = [b.model() for b in self.bases.values() if needle in (b.name + b.description).lower()]
+                number = int(query.get("page", ["1"])[0] or 1)
+                return 200, {"items": found if number == 1 else [], "total": len(found)}
+            case ("DELETE", "api", "v1", "knowledge", knowledge_id, "delete") if knowledge_id in self.bases:
+                del self.bases[knowledge_id]
+                return 200, True
+            case ("POST", "api", "v1", "retrieval", "process", "web"):
+                return 200, {"status": True, "content": f"# A page\n\nFetched from {json.loads(body).get('url')}.\n"}
             case ("POST", "api", "v1", "knowledge", "create"):
                 form = json.loads(body)
                 base = Base(self._new_id(), str(form.get("name", "")), str(form.get("description", "")))

@@ -76,7 +76,7 @@ async def connect(lane: Lane, env: dict[str, str] | None = None) -> AsyncIterato
     key = frozenset((env or {}).items())
     if key not in _SERVERS:
         slot = Slot(BASE_URL)
-        _SERVERS[key] = create_server(make_settings(BASE_URL, **ENV, **(env or {})), transport=slot), slot
+        _SERVERS[key] = create_server(make_settings(BASE_URL, **{**ENV, **(env or {})}), transport=slot), slot
     server, slot = _SERVERS[key]
     slot.use(lane)
     async with Client(server, raise_exceptions=True) as client:
@@ -156,6 +156,11 @@ CONTROL_CASES: list[ControlCase] = [
     _outside("knowledge_update", {**UPDATE_OTHER, "knowledge_id": KB_OTHER}, "a base"),
     _outside("knowledge_delete", {"knowledge_id": KB_OTHER, "file_id": FILE_OTHER}, "a base"),
     _outside("knowledge_rename", {"knowledge_id": KB_OTHER, "name": "Renamed"}, "a base"),
+    _outside("knowledge_delete_base", {"knowledge_id": KB_OTHER, "confirm": "Ops"}, "a base"),
+    _not_registered(
+        "OPENWEBUI_ALLOW_DELETE_BASE not true", {"OPENWEBUI_ALLOW_DELETE_BASE": "false"}, "knowledge_delete_base",
+        {"knowledge_id": KB, "confirm": "Фрукты"},
+    ),
     ControlCase(
         "a file in no allowed base", "OPENWEBUI_KNOWLEDGE_IDS", ALLOW, "knowledge_get_file", {"file_id": FILE_OTHER},
         "not_found", NONE_OF_THE_BASES, never=(f"GET /api/v1/files/{FILE_OTHER}",),
@@ -510,6 +515,7 @@ GOOD: dict[str, dict[str, Any]] = {
     "knowledge_update": {"file_id": FILE, "text": TEXT, "knowledge_id": KB},
     "knowledge_delete": {"knowledge_id": KB, "file_id": FILE},
     "knowledge_rename": {"knowledge_id": KB, "name": "Renamed"},
+    "knowledge_delete_base": {"knowledge_id": KB, "confirm": "Фрукты"},
 }
 BAD_IDS: list[tuple[str, str]] = [
     ("id with `../`", "../../api/v1/auths"),
@@ -537,6 +543,7 @@ ID_FIELDS: list[tuple[str, str]] = [
     ("knowledge_delete", "knowledge_id"),
     ("knowledge_delete", "file_id"),
     ("knowledge_rename", "knowledge_id"),
+    ("knowledge_delete_base", "knowledge_id"),
 ]
 
 
@@ -627,6 +634,10 @@ TYPE_INPUTS = [
     _bad("wrong type", "knowledge_rename", "name", 7, "name: Input should be a valid string"),
     _bad("nothing to change", "knowledge_rename", "name", None, "give name, description or both"),
     _bad("name over 200 characters", "knowledge_rename", "name", "n" * 201, "the limit is 200"),
+    _missing("knowledge_delete_base", "confirm"),
+    _bad("wrong type", "knowledge_delete_base", "confirm", ["Фрукты"], "confirm: Input should be a valid string"),
+    _bad("wrong type", "knowledge_add_file", "url", 80, "url: Input should be a valid string"),
+    _bad("not http", "knowledge_add_file", "url", "file:///etc/passwd", "exactly one of"),
     _bad("wrong type", "knowledge_find", "phrase", 4711, "phrase: Input should be a valid string"),
     _bad("empty phrase", "knowledge_find", "phrase", " ", "phrase must not be empty"),
     _bad("wrong type", "knowledge_add_file", "content_base64", 12, "content_base64: Input should be a valid string"),

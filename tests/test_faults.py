@@ -44,6 +44,7 @@ from tests.faultstub import (
     AUTHORIZATION,
     FILE,
     KB,
+    KB_THIRD,
     NOT_FOUND_TEXT,
     Fault,
     FaultStub,
@@ -60,7 +61,8 @@ TIMEOUT = 5
 # OPENWEBUI_TIMEOUT of every other case: only a hang may run into it, so a slow machine never turns a fault's
 # answer into a timeout. What those cases check is the answer, never how fast it came (a 64 MiB read, say).
 HANG_ONLY = 120.0
-ENV = {"OPENWEBUI_TIMEOUT": str(TIMEOUT), "OPENWEBUI_VERIFY_TLS": "false"}  # no CA bundle per session: fast
+# No CA bundle per session (fast); every tool offered, knowledge_delete_base too.
+ENV = {"OPENWEBUI_TIMEOUT": str(TIMEOUT), "OPENWEBUI_VERIFY_TLS": "false", "OPENWEBUI_ALLOW_DELETE_BASE": "true"}
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "faults.md"
 
@@ -115,6 +117,10 @@ TOOLS: list[ToolCall] = [
     ToolCall(
         "knowledge_rename", {"knowledge_id": KB, "name": "Фрукты и ягоды"}, "POST", f"/api/v1/knowledge/{KB}/update",
         "rename",
+    ),
+    ToolCall(
+        "knowledge_delete_base", {"knowledge_id": KB_THIRD, "confirm": "Reports"}, "DELETE",
+        f"/api/v1/knowledge/{KB_THIRD}/delete", "delete",
     ),
 ]  # fmt: skip
 
@@ -413,7 +419,7 @@ async def conforms(tool: str, structured: object) -> None:
     (compiled once per tool)."""
     if not _VALIDATORS:
         jsonschema = pytest.importorskip("jsonschema")
-        for listed in await create_server(make_settings()).list_tools():
+        for listed in await create_server(make_settings(OPENWEBUI_ALLOW_DELETE_BASE="true")).list_tools():
             assert (listed.output_schema is None) == (listed.name in ALIASES), listed.name
             if listed.output_schema is not None:
                 schema = listed.output_schema

@@ -173,7 +173,8 @@ def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> N
             assert init["serverInfo"]["name"]
             assert init["protocolVersion"] == "2025-11-25"
             tools = server.request("tools/list", {})["tools"]
-            assert {tool["name"] for tool in tools} == set(ALL_TOOLS)
+            # knowledge_delete_base only when the operator switches it on (OPENWEBUI_ALLOW_DELETE_BASE).
+            assert {tool["name"] for tool in tools} == set(ALL_TOOLS) - {"knowledge_delete_base"}
             # Aliases list no output schema of their own (their tool's would be repeated in every agent's context).
             assert all(tool["inputSchema"]["type"] == "object" for tool in tools)
             assert {tool["name"] for tool in tools if "outputSchema" not in tool} == set(ALIASES)
@@ -181,7 +182,7 @@ def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> N
             health = server.request("tools/call", {"name": "knowledge_health", "arguments": {}})
             assert health["isError"] is True
             assert health["structuredContent"]["code"] == "upstream_unavailable", health
-            assert len(server.request("tools/list", {})["tools"]) == len(ALL_TOOLS)
+            assert len(server.request("tools/list", {})["tools"]) == len(ALL_TOOLS) - 1
         finally:
             code = server.close()
     assert code == 0, stderr_path.read_text(encoding="utf-8", errors="replace")

@@ -33,6 +33,9 @@ PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants i
 # file/add links a file through the knowledge_file table (0.6.41's join table, paged API from 0.6.42). Before, it
 # rewrote the base's `data.file_ids` (read-modify-write), so a concurrent change could drop a file it acknowledged.
 ATOMIC_ATTACH = (0, 6, 42)
+# POST /retrieval/process/web?process=false returns a page's text and indexes nothing (read in the 0.6.41 and 0.6.42
+# wheels); before, it always embeds the page into a collection named after the URL's hash, which no base lists.
+FETCH_WITHOUT_INDEXING = (0, 6, 42)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,11 @@ class Release:
     def attach_is_atomic(self) -> bool:
         """An acknowledged attach stays attached. Fails safe: an unreadable version gets its attach confirmed."""
         return self.known and self.parts >= ATOMIC_ATTACH
+
+    @property
+    def fetch_without_indexing(self) -> bool:
+        """A web page can be fetched without leaving vectors outside every base. Fails safe on an unreadable version."""
+        return self.known and self.parts >= FETCH_WITHOUT_INDEXING
 
     @property
     def known(self) -> bool:

@@ -39,6 +39,7 @@ WRITE_TOOLS = (
     "knowledge_update",
     "knowledge_delete",
     "knowledge_rename",
+    "knowledge_delete_base",
 )
 ALIASES = {
     "rag_list_knowledge": "knowledge_list",
@@ -83,6 +84,7 @@ class Settings:
     log_level: str = "WARNING"
     knowledge_ids: tuple[str, ...] | None = None
     allow_create: bool = False
+    allow_delete_base: bool = False
     read_only: bool = False
     disabled_tools: frozenset[str] = frozenset()
     transport: str = "stdio"
@@ -427,6 +429,12 @@ VARIABLES: tuple[Variable, ...] = (
         "whether knowledge_create may create bases",
         _allow_create,
         note="true, or false when OPENWEBUI_KNOWLEDGE_IDS is set",
+    ),
+    Variable(
+        "OPENWEBUI_ALLOW_DELETE_BASE",
+        "allow_delete_base",
+        "true: offer knowledge_delete_base (a whole base the key's user created, confirmed by its name)",
+        _flag,
     ),
     Variable("OPENWEBUI_READ_ONLY", "read_only", "true: register only the read tools", _flag),
     Variable(

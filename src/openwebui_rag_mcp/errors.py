@@ -28,7 +28,7 @@ ErrorCode = Literal[
     "internal_error",  # a bug in this server; the details are in its log on stderr
 ]
 
-Stage = Literal["create", "upload", "process", "attach", "update", "reindex", "unlink", "rename"]
+Stage = Literal["create", "fetch", "upload", "process", "attach", "update", "reindex", "unlink", "rename", "delete"]
 Outcome = Literal["not_applied", "partial_or_unknown"]
 
 

@@ -38,11 +38,19 @@ _READ_CHUNK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class FileSource:
-    """Where a file's bytes come from: a local `path` or `content_base64` with a `filename`."""
+    """Where a file's bytes come from: a local `path` or `content_base64` with a `filename` (read here), or a web
+    page's `url` or an Open WebUI `file_id` (`remote.py`)."""
 
     path: str | None
     content_base64: str | None
     filename: str | None
+    url: str | None = None
+    file_id: str | None = None
+
+    def check_one(self) -> None:
+        given = [self.path, self.content_base64, self.url, self.file_id]
+        if sum(value is not None for value in given) != 1:
+            raise _refuse("give exactly one of path (a local file), content_base64 (with filename), url or file_id")
 
 
 class Refusal(Exception):
@@ -191,8 +199,9 @@ async def read_source(settings: Settings, source: FileSource) -> tuple[str, byte
     allowed directories, the kind of file and the size limit. Messages name the rule and the path as given, never
     the file's content. A local file is read in a worker thread."""
     limit = settings.upload_max_bytes
-    if (source.path is None) == (source.content_base64 is None):
-        raise _refuse("give exactly one of path (a local file) or content_base64 (with filename)")
+    source.check_one()
+    if source.path is None and source.content_base64 is None:
+        raise _refuse("give path (a local file) or content_base64 (with filename)")
     if source.content_base64 is not None:
         if not source.filename or not source.filename.strip():
             raise _refuse("content_base64 needs a filename (with its extension, e.g. report.pdf)")

@@ -160,6 +160,13 @@ class KnowledgeRenamed(_Result):
     description: str
 
 
+class KnowledgeDeleted(_Result):
+    ok: Literal[True]
+    knowledge_id: str
+    name: str
+    documents: int  # how many documents the base held; Open WebUI keeps their files (Workspace > Files)
+
+
 class DocumentAdded(_Result):
     ok: Literal[True]
     knowledge_id: str

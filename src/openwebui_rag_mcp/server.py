@@ -35,7 +35,7 @@ from mcp.types import (
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
-from openwebui_rag_mcp import __version__, exact, normalize, tools, writes
+from openwebui_rag_mcp import __version__, exact, normalize, remote, tools, writes
 from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
@@ -53,6 +53,7 @@ from openwebui_rag_mcp.models import (
     Health,
     KnowledgeBase,
     KnowledgeCreated,
+    KnowledgeDeleted,
     KnowledgeFiles,
     KnowledgeList,
     KnowledgeRenamed,
@@ -74,6 +75,7 @@ INSTRUCTIONS = (
 READ = ToolAnnotations(read_only_hint=True)
 CREATE = ToolAnnotations(destructive_hint=False)
 CHANGE = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
+DESTROY = ToolAnnotations(destructive_hint=True)
 
 Ctx = Context[App, Any]
 
@@ -145,9 +147,9 @@ def _app(ctx: Ctx) -> App:
     return ctx.request_context.lifespan_context
 
 
-# What every failure's structured content looks like, in as few characters as the checks need: the three fields every
-# error body has (the full body is ErrorBody; README lists the codes). No result has both `code` and `message`.
-_ERROR_BRANCH: dict[str, Any] = {"required": ["code", "message"]}
+# What every failure's structured content looks like, in as few characters as the checks need: the field no result has
+# (the full body is ErrorBody, `message` included; README lists the codes). Twelve copies of it are in tools/list.
+_ERROR_BRANCH: dict[str, Any] = {"required": ["code"]}
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -288,30 +290,32 @@ async def knowledge_search(
 async def knowledge_get_file(
     ctx: Ctx,
     file_id: FileId,
-    offset: Annotated[int, arg("First character (next_offset)")] = 0,
+    offset: Annotated[int | None, arg("First character (next_offset)")] = None,
     max_chars: Annotated[int | None, arg("Max characters")] = None,
     start_line: Annotated[int | None, arg("From line N (gives 'N: text')")] = None,
     end_line: Annotated[int | None, arg("to here (default +99)")] = None,
 ) -> Annotated[CallToolResult, FileText]:
-    return await respond(tools.get_file(_app(ctx), file_id, offset, max_chars, start_line, end_line))
+    return await respond(tools.get_file(_app(ctx), file_id, offset or 0, max_chars, start_line, end_line))
 
 
 async def knowledge_find(
     ctx: Ctx,
     knowledge_id: KnowledgeId,
     phrase: Annotated[str, arg("Exact text (one line)")],
-    case_sensitive: Annotated[bool, arg("Match case")] = False,
+    case_sensitive: Annotated[bool | None, arg("Match case")] = None,
     max_files: Annotated[int, arg("Documents to read", maximum=exact.FILES_MAX)] = 50,
     max_matches: Annotated[int, arg("Lines to return", maximum=exact.MATCHES_MAX)] = 50,
 ) -> Annotated[CallToolResult, ExactMatches]:
-    return await respond(exact.find_exact(_app(ctx), knowledge_id, phrase, case_sensitive, max_files, max_matches))
+    return await respond(
+        exact.find_exact(_app(ctx), knowledge_id, phrase, bool(case_sensitive), max_files, max_matches)
+    )
 
 
 async def knowledge_health(
     ctx: Ctx,
-    deep: Annotated[bool, arg("Also run a small test search")] = False,
+    deep: Annotated[bool | None, arg("Also run a small test search")] = None,
 ) -> Annotated[CallToolResult, Health]:
-    return await respond(tools.health(_app(ctx), deep))
+    return await respond(tools.health(_app(ctx), bool(deep)))
 
 
 Text = Annotated[str, arg(f"Markdown, ≤{writes.TEXT_MAX_CHARS} chars")]
@@ -320,9 +324,9 @@ Text = Annotated[str, arg(f"Markdown, ≤{writes.TEXT_MAX_CHARS} chars")]
 async def knowledge_create(
     ctx: Ctx,
     name: Annotated[str, arg(f"Name, ≤{writes.NAME_MAX_CHARS} chars")],
-    description: Annotated[str, arg("What the base holds")] = "",
+    description: Annotated[str | None, arg("What the base holds")] = None,
 ) -> Annotated[CallToolResult, KnowledgeCreated]:
-    return await respond(writes.create_knowledge(_app(ctx), name, description), write=True)
+    return await respond(writes.create_knowledge(_app(ctx), name, description or ""), write=True)
 
 
 async def knowledge_add(
@@ -344,14 +348,16 @@ async def knowledge_add_file(
     path: Annotated[str | None, arg("Local file (allowed folders, stdio)")] = None,
     content_base64: Annotated[str | None, arg("Or the bytes, base64, with filename")] = None,
     filename: Annotated[str | None, arg("e.g. report.pdf")] = None,
+    url: Annotated[str | None, arg("Or a web page Open WebUI fetches")] = None,
+    file_id: Annotated[str | None, arg("Or a file_id in Open WebUI, not a knowledge_id")] = None,
     title: Annotated[str | None, arg("Default: the file name")] = None,
     metadata: Annotated[dict[str, Any] | None, arg("JSON kept with it")] = None,
 ) -> Annotated[CallToolResult, FileAdded]:
     async def progress(done: float, total: float, message: str) -> None:
         await ctx.report_progress(done, total, message)
 
-    source = writes.FileSource(path=path, content_base64=content_base64, filename=filename)
-    return await respond(writes.add_file(_app(ctx), knowledge_id, source, title, metadata, progress), write=True)
+    source = writes.FileSource(path=path, content_base64=content_base64, filename=filename, url=url, file_id=file_id)
+    return await respond(remote.add_file(_app(ctx), knowledge_id, source, title, metadata, progress), write=True)
 
 
 async def knowledge_update(
@@ -373,6 +379,14 @@ async def knowledge_rename(
     description: Annotated[str | None, arg("New description")] = None,
 ) -> Annotated[CallToolResult, KnowledgeRenamed]:
     return await respond(writes.rename_knowledge(_app(ctx), knowledge_id, name, description), write=True)
+
+
+async def knowledge_delete_base(
+    ctx: Ctx,
+    knowledge_id: KnowledgeId,
+    confirm: Annotated[str, arg("The base's exact name")],
+) -> Annotated[CallToolResult, KnowledgeDeleted]:
+    return await respond(writes.delete_knowledge(_app(ctx), knowledge_id, confirm), write=True)
 
 
 async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
@@ -556,21 +570,25 @@ _FILES = "Documents of base knowledge_id: file_id, title, filename, size; newest
 _SEARCH = "Semantic search in knowledge bases: fragments with file_id, title, lines, link; best first."
 _GET_FILE = "Read a document's text by file_id; a cut text goes on at offset=next_offset."
 _FIND = "Exact text in the documents of base knowledge_id: matching lines with file_id, line number."
-_ADD_FILE = "Add a file (PDF, office, HTML...) to base knowledge_id; Open WebUI extracts the text."
+_ADD_FILE = "Add a file (PDF, office...), web page or uploaded file to base knowledge_id; returns its file_id."
 _HEALTH = "Check Open WebUI and this key: version, capabilities, controls."
 _CREATE = "Create an empty knowledge base, private until shared; returns its knowledge_id."
 _ADD = "Add a text document to base knowledge_id and index it; returns its file_id."
 _UPDATE = "Replace the text of file_id in base knowledge_id and re-index it."
 _DELETE = "Remove a document (file_id) from base knowledge_id; the file and other bases keep it."
 _RENAME = "Rename base knowledge_id or change its description."
+_DELETE_BASE = "Delete base knowledge_id, created by this key's user; Open WebUI keeps its files."
 _ALIAS = " Alias of {0}."
 
 
 def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
-    """A tool is offered unless OPENWEBUI_DISABLED_TOOLS names it, or read-only mode is on and it may write.
+    """A tool is offered unless OPENWEBUI_DISABLED_TOOLS names it, or read-only mode is on and it may write;
+    knowledge_delete_base only when OPENWEBUI_ALLOW_DELETE_BASE switches it on (so it costs no context otherwise).
 
     Whether it may write comes from its own annotations, so a new tool needs no second list of names.
     """
+    if name == "knowledge_delete_base" and not settings.allow_delete_base:  # switched on by the operator only
+        return False
     return settings.tool_enabled(name) and not (settings.read_only and not hints.read_only_hint)
 
 
@@ -647,6 +665,7 @@ def create_server(
         (knowledge_update, _UPDATE, CHANGE),
         (knowledge_delete, _DELETE, CHANGE),
         (knowledge_rename, _RENAME, CHANGE),
+        (knowledge_delete_base, _DELETE_BASE, DESTROY),
     ]
     aliases_of = {name: alias for alias, name in ALIASES.items()}
     built: dict[str, Tool] = {}

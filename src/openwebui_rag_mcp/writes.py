@@ -36,6 +36,7 @@ from openwebui_rag_mcp.models import (
     FileAdded,
     KnowledgeBase,
     KnowledgeCreated,
+    KnowledgeDeleted,
     KnowledgeRenamed,
 )
 from openwebui_rag_mcp.normalize import UPLOAD_MARK
@@ -253,6 +254,65 @@ async def rename_knowledge(app: App, knowledge_id: str, name: str | None, descri
     return KnowledgeRenamed(
         ok=True, knowledge_id=knowledge_id, name=renamed.name, description=renamed.description or ""
     )
+
+
+async def delete_knowledge(app: App, knowledge_id: str, confirm: str) -> KnowledgeDeleted:
+    """Delete a whole base: only with OPENWEBUI_ALLOW_DELETE_BASE, only a base the key's own user created (Open
+    WebUI also lets admins and users with write access delete it), and only when `confirm` is its exact name."""
+    check_writes_allowed()
+    app.check_base(knowledge_id)
+    if not app.settings.allow_delete_base:
+        raise ToolFailure(
+            "forbidden",
+            "deleting whole knowledge bases is switched off for this server (OPENWEBUI_ALLOW_DELETE_BASE); nothing "
+            "was changed",
+            stage="delete",
+            outcome="not_applied",
+            request_sent=False,
+        )
+    release = await _release(app, "delete")
+    async with app.locks.hold(knowledge_id) as lease:
+        base = await _check_writable(app, knowledge_id, "delete")
+        if confirm != base.name:
+            raise invalid_argument(
+                f"confirm must be the exact name of knowledge base {knowledge_id}, {base.name!r}; nothing was changed"
+            )
+        try:
+            owned = await _created_by_caller(app, release, knowledge_id, base.name)
+            documents = len((await app.client.knowledge_files(knowledge_id, None))[0])
+        except ToolFailure as failure:
+            raise failure.at("delete", outcome="not_applied") from None
+        if not owned:
+            raise ToolFailure(
+                "forbidden",
+                f"knowledge base {knowledge_id} was not created by this key's user; through this server only its "
+                "creator may delete it (Open WebUI's own interface lets admins and editors). Nothing was changed",
+                stage="delete",
+                outcome="not_applied",
+            )
+        _still_held(lease, "delete")
+        try:
+            answer = await app.client.delete_knowledge(knowledge_id)
+        except ToolFailure as failure:
+            raise _failed(failure, "delete") from None
+        app.readable.forget(app.client)
+        if answer is not True:  # Open WebUI answers `true`; anything else may be a proxy's page
+            raise (
+                normalize.unexpected("an answer to deleting a knowledge base that is not `true`")
+                .at("delete", outcome="partial_or_unknown")
+                .explained(f" Whether knowledge base {knowledge_id} still exists could not be told; list the bases.")
+            )
+    return KnowledgeDeleted(ok=True, knowledge_id=knowledge_id, name=base.name, documents=documents)
+
+
+async def _created_by_caller(app: App, release: Release, knowledge_id: str, name: str) -> bool:
+    """Whether the credential's own user created the base. From 0.6.42 Open WebUI lists the bases a caller created
+    (`view_option=created`; from 0.12 an API key cannot read its own user); before, the base names its owner and
+    `GET /auths/` the caller."""
+    if release.paged_lists:
+        return any(item.get("id") == knowledge_id for item in await app.client.created_knowledge_named(name))
+    owner = (await app.client.knowledge(knowledge_id)).get("user_id")
+    return isinstance(owner, str) and owner == await app.client.user_id()
 
 
 async def _wait_processed(app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress) -> str:

@@ -164,6 +164,18 @@ class KnowledgeAPI(ClientBase):
         body = {"name": name, "description": description}
         return _object(await self._send("POST", path, json_body=body), "a renamed knowledge base")
 
+    async def delete_knowledge(self, knowledge_id: str) -> Json:
+        """Delete a whole base (its search index; Open WebUI keeps the files themselves)."""
+        return await self._send("DELETE", f"api/v1/knowledge/{segment(knowledge_id)}/delete")
+
+    async def created_knowledge_named(self, name: str) -> list[Mapping[str, Any]]:
+        """The bases the credential's own user created whose name or description contains `name` (0.6.42+:
+        `view_option=created` compares each base's owner with the caller, admins included), all pages."""
+        path = "api/v1/knowledge/search"
+        params = {"query": name, "view_option": "created"}
+        items, _ = await self._all_pages(path, "the knowledge bases this key created", params=params)
+        return items
+
     async def add_file(self, knowledge_id: str, file_id: str, directory_id: str | None = None) -> Json:
         """Attach a processed file to a base, into one of its folders (0.9.6+) when `directory_id` is given."""
         path = f"api/v1/knowledge/{segment(knowledge_id)}/file/add"

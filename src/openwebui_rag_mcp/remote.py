@@ -1,0 +1,242 @@
+"""`knowledge_add_file` sources whose bytes are already on Open WebUI's side: a web page its own web loader fetches
+(`url`), and a file it already holds (`file_id`, a chat upload), so a large file never travels through the model.
+
+Both keep the guarantees of the other write tools (one base's write lock, a stage and an outcome on failure, nothing
+orphaned, duplicates named). A fetched page becomes an ordinary text document, uploaded and attached like
+`knowledge_add`'s. An attached file is the caller's own: it is never deleted here, whatever fails.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from openwebui_rag_mcp import normalize, writes
+from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.localfiles import FileSource
+from openwebui_rag_mcp.models import FileAdded
+from openwebui_rag_mcp.writes import (
+    TEXT_MAX_CHARS,
+    TITLE_MAX_CHARS,
+    Progress,
+    Upload,
+    _check_text,
+    _check_writable,
+    _extracted,
+    _failed,
+    _holder_of,
+    _listed,
+    _release,
+    _still_held,
+    _tell,
+    _wait_processed,
+    check_metadata,
+    safe_filename,
+    upload_to_base,
+)
+
+URL_MAX_CHARS = 2_048
+
+
+async def add_file(
+    app: App,
+    knowledge_id: str,
+    source: FileSource,
+    title: str | None,
+    metadata: Mapping[str, Any] | None,
+    progress: Progress,
+) -> FileAdded:
+    """`knowledge_add_file`: a local file or base64 bytes (`writes.add_file`), a web page, or a file by id."""
+    check_writes_allowed()
+    app.check_base(knowledge_id)
+    source.check_one()
+    if source.file_id is not None:
+        if title is not None or metadata is not None or source.filename is not None:
+            raise invalid_argument(
+                "file_id attaches a file as it is: its title, filename and metadata were given when it was uploaded"
+            )
+        return await attach_existing(app, knowledge_id, check_id(source.file_id, "file_id"), progress)
+    if source.url is not None:
+        if source.filename is not None:
+            raise invalid_argument("filename goes with content_base64; a page's title is `title`")
+        if title is not None:
+            title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
+        return await add_web_page(app, knowledge_id, source.url, title, check_metadata(metadata), progress)
+    return await writes.add_file(app, knowledge_id, source, title, metadata, progress)
+
+
+def check_url(url: str) -> str:
+    """An absolute http(s) URL with a host and no user:password (it would be kept as the document's source)."""
+    url = url.strip()
+    if len(url) > URL_MAX_CHARS:
+        raise invalid_argument(f"url is {len(url)} characters long; the limit is {URL_MAX_CHARS}")
+    if any(char.isspace() or ord(char) < 32 or char == "\\" for char in url):
+        raise invalid_argument("url must not contain spaces, control characters or backslashes")
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:
+        raise invalid_argument(f"url is not a valid URL ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid_argument("url must be an http:// or https:// address with a host")
+    if parts.username is not None or parts.password is not None:
+        raise invalid_argument("url must not carry a user name or password; they would be stored with the document")
+    return url
+
+
+def title_of(url: str) -> str:
+    """A document title for a page fetched without one given: its address without the scheme."""
+    parts = urllib.parse.urlsplit(url)
+    shown = (parts.netloc + parts.path).rstrip("/") + (f"?{parts.query}" if parts.query else "")
+    return shown[:TITLE_MAX_CHARS]
+
+
+async def add_web_page(
+    app: App,
+    knowledge_id: str,
+    url: str,
+    title: str | None,
+    extra: Mapping[str, Any],
+    progress: Progress,
+) -> FileAdded:
+    url = check_url(url)
+    release = await _release(app, "fetch")
+    if not release.fetch_without_indexing:
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {release.version} embeds every page it fetches into a collection of its own that no base "
+            "lists (0.6.42 and later can fetch without it), so a page would leave vectors behind; fetch it yourself "
+            "and add its text with knowledge_add. Nothing was changed",
+            stage="fetch",
+            outcome="not_applied",
+        )
+    # Before the fetch: a key that cannot change the base gets no page fetched for it.
+    await _check_writable(app, knowledge_id, "fetch")
+    await _tell(progress, 0, 4, "fetching")
+    try:
+        text = await app.client.fetch_web(url)
+    except ToolFailure as failure:
+        said = f" ({failure.message})" if failure.message else ""
+        raise failure.at("fetch", outcome="not_applied").explained(
+            f" Open WebUI could not fetch {url}{said}: it refuses local and private addresses unless its operator "
+            "sets ENABLE_RAG_LOCAL_WEB_FETCH (ENABLE_LOCAL_WEB_FETCH from 0.12), and addresses it cannot resolve or "
+            "reach. Nothing was changed."
+            if failure.http_status == 400
+            else " Nothing was changed."
+        ) from None
+    if not text.strip():
+        raise ToolFailure(
+            "upstream_error",
+            f"Open WebUI's web loader read no text from {url}; nothing was changed",
+            stage="fetch",
+            outcome="not_applied",
+        )
+    if len(text) > TEXT_MAX_CHARS:
+        raise ToolFailure(
+            "too_large",
+            f"the page's text is {len(text):,} characters; the limit is {TEXT_MAX_CHARS:,}; nothing was changed",
+            stage="fetch",
+            outcome="not_applied",
+        )
+    shown_title = title or title_of(url)
+    filename = safe_filename(shown_title)
+    upload = Upload(
+        filename, text.encode(), "text/markdown", {**extra, "title": shown_title, "source": extra.get("source", url)}
+    )
+    added = await upload_to_base(app, knowledge_id, upload, progress, text=text, tool="knowledge_add_file")
+    return FileAdded(
+        ok=True,
+        knowledge_id=knowledge_id,
+        file_id=added.file_id,
+        title=shown_title,
+        filename=filename,
+        size=len(upload.content),
+        extracted_chars=len(text),
+        status=added.status,
+    )
+
+
+async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: Progress) -> FileAdded:
+    """Attach a file Open WebUI already holds. The caller must be able to read it with its own credential (and,
+    under an allowlist, through an allowed base): Open WebUI's file/add does not check on every release who may
+    read the file, and attaching would make someone else's upload searchable and readable to this key."""
+    await app.check_file(file_id)
+    release = await _release(app, "attach", file_id)
+    try:
+        body = await app.client.file(file_id)
+        uploaded = normalize.file_record(body)
+        shown = normalize.file_text(body, offset=0, max_chars=1)
+    except ToolFailure as failure:
+        raise failure.at("attach", file_id=file_id, outcome="not_applied") from None
+    meta = body.get("meta") if isinstance(body, Mapping) else None
+    size = meta.get("size") if isinstance(meta, Mapping) else None
+    filename = shown.filename or file_id
+
+    def attached(status: str) -> FileAdded:
+        return FileAdded(
+            ok=True,
+            knowledge_id=knowledge_id,
+            file_id=file_id,
+            title=shown.title or filename,
+            filename=filename,
+            size=size if isinstance(size, int) and size >= 0 else 0,
+            extracted_chars=shown.total_chars,
+            status=status,
+        )
+
+    async with app.locks.hold(knowledge_id) as lease:
+        await _check_writable(app, knowledge_id, "attach", file_id)
+        if await _listed(app, knowledge_id, file_id):
+            return attached("completed")
+        await _tell(progress, 2, 4, "processing")
+        try:
+            # A file with no status of its own (older uploads) was processed when it was uploaded; asking for its
+            # status would say "pending" forever.
+            status = "completed" if uploaded.status is None else await _wait_processed(app, release, uploaded, progress)
+            text = await _extracted(app, file_id, filename)
+        except ToolFailure as failure:
+            raise failure.at("process", file_id=file_id, outcome="not_applied") from None
+        await _tell(progress, 3, 4, "attaching")
+        _still_held(lease, "attach", file_id)
+        try:
+            await app.client.add_file(knowledge_id, file_id)
+        except ToolFailure as failure:
+            raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
+        if not release.attach_is_atomic and not await _listed(app, knowledge_id, file_id):
+            raise ToolFailure(
+                "upstream_error",
+                f"Open WebUI accepted attaching file {file_id}, but knowledge base {knowledge_id} does not list it: "
+                "before 0.6.42 it rewrites a base's file list on every change, and a concurrent change dropped it. "
+                "The file itself is untouched; its text may still be in the base's search index: check with "
+                "knowledge_files before attaching it again.",
+                stage="attach",
+                file_id=file_id,
+                outcome="partial_or_unknown",
+            )
+    await _tell(progress, 4, 4, "done")
+    return attached(status)
+
+
+async def _refused_attach(app: App, knowledge_id: str, file_id: str, text: str, failure: ToolFailure) -> ToolFailure:
+    """An attach Open WebUI refused or did not answer, said with what is known of the base now. The file stays."""
+    if failure.code == "duplicate_content":
+        holder = await _holder_of(app, knowledge_id, text)
+        where = f" (file_id {holder})" if holder else ""
+        failure = replace(
+            failure,
+            message=f"knowledge base {knowledge_id} already holds a document with this exact text{where}; file "
+            f"{file_id} was not attached.",
+            existing_file_id=holder,
+        )
+    listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
+    if listed is False:
+        return failure.at("attach", file_id=file_id, outcome="not_applied")
+    failed = _failed(failure, "attach", file_id, after_upload=True)
+    if listed:
+        return failed.explained(f" Knowledge base {knowledge_id} lists the file {file_id} all the same.")
+    return failed.explained(
+        f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
+        "knowledge_files."
+    )
