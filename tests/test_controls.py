@@ -634,6 +634,7 @@ TYPE_INPUTS = [
     _bad("wrong type", "knowledge_rename", "name", 7, "name: Input should be a valid string"),
     _bad("nothing to change", "knowledge_rename", "name", None, "give name, description or both"),
     _bad("name over 200 characters", "knowledge_rename", "name", "n" * 201, "the limit is 200"),
+    _bad("wrong type", "knowledge_search", "min_score", "high", "min_score: Input should be a valid number"),
     _missing("knowledge_delete_base", "confirm"),
     _bad("wrong type", "knowledge_delete_base", "confirm", ["Фрукты"], "confirm: Input should be a valid string"),
     _bad("wrong type", "knowledge_add_file", "url", 80, "url: Input should be a valid string"),

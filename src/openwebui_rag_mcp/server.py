@@ -247,7 +247,7 @@ async def knowledge_list(
     return await respond(tools.list_knowledge(_app(ctx), query, limit, cursor))
 
 
-Where = Annotated[dict[str, Any] | None, arg("Upload metadata to match")]
+Where = Annotated[dict[str, Any] | None, arg("Metadata to match")]
 ChangedAfter = Annotated[str | None, arg("Since (ISO 8601)")]
 ChangedBefore = Annotated[str | None, arg("Before (ISO 8601)")]
 
@@ -279,10 +279,21 @@ async def knowledge_search(
     where: Where = None,
     changed_after: ChangedAfter = None,
     changed_before: ChangedBefore = None,
+    min_score: Annotated[float | None, arg("Least distance to keep")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
     return await respond(
         tools.search(
-            _app(ctx), query, knowledge_ids, top_k, k_reranker, file_ids, folder, where, changed_after, changed_before
+            _app(ctx),
+            query,
+            knowledge_ids,
+            top_k,
+            k_reranker,
+            file_ids,
+            folder,
+            where,
+            changed_after,
+            changed_before,
+            min_score,
         )
     )
 
@@ -313,7 +324,7 @@ async def knowledge_find(
 
 async def knowledge_health(
     ctx: Ctx,
-    deep: Annotated[bool | None, arg("Also run a small test search")] = None,
+    deep: Annotated[bool | None, arg("Also try a search")] = None,
 ) -> Annotated[CallToolResult, Health]:
     return await respond(tools.health(_app(ctx), bool(deep)))
 
@@ -568,11 +579,11 @@ def knowledge_qa(
 _LIST = "Knowledge bases: knowledge_id, name, description, file_count; newest first."
 _FILES = "Documents of base knowledge_id: file_id, title, filename, size; newest first."
 _SEARCH = "Semantic search in knowledge bases: fragments with file_id, title, lines, link; best first."
-_GET_FILE = "Read a document's text by file_id; a cut text goes on at offset=next_offset."
-_FIND = "Exact text in the documents of base knowledge_id: matching lines with file_id, line number."
-_ADD_FILE = "Add a file (PDF, office...), web page or uploaded file to base knowledge_id; returns its file_id."
+_GET_FILE = "Read a document's text by file_id, in parts (next_offset) or by lines."
+_FIND = "Exact text in the documents of base knowledge_id: lines with file_id, line number."
+_ADD_FILE = "Add a file (PDF, office...), web page or uploaded file_id to base knowledge_id."
 _HEALTH = "Check Open WebUI and this key: version, capabilities, controls."
-_CREATE = "Create an empty knowledge base, private until shared; returns its knowledge_id."
+_CREATE = "Create an empty, private knowledge base; returns its knowledge_id."
 _ADD = "Add a text document to base knowledge_id and index it; returns its file_id."
 _UPDATE = "Replace the text of file_id in base knowledge_id and re-index it."
 _DELETE = "Remove a document (file_id) from base knowledge_id; the file and other bases keep it."

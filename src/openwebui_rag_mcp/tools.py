@@ -6,6 +6,7 @@ import asyncio
 import base64
 import binascii
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -253,6 +254,7 @@ async def search(
     where: Mapping[str, Any] | None = None,
     changed_after: str | None = None,
     changed_before: str | None = None,
+    min_score: float | None = None,
 ) -> SearchResult:
     text = query.strip()
     if not text:
@@ -262,14 +264,16 @@ async def search(
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
     if k_reranker is not None:
         check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
+    if min_score is not None and not math.isfinite(min_score):
+        raise invalid_argument("min_score must be a finite number")
     narrowed = filters.make_filter(where, changed_after, changed_before)
     if folder is not None or narrowed is not None:
         if file_ids is not None:
             what = "folder" if folder is not None else "a filter (where, changed_after, changed_before)"
             raise invalid_argument(f"give {what} or file_ids, not both: file_ids already names the documents")
-        return await _search_narrowed(app, text, knowledge_ids, folder, narrowed, k, k_reranker)
+        return await _search_narrowed(app, text, knowledge_ids, folder, narrowed, k, k_reranker, min_score)
     if file_ids is not None:
-        return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker)
+        return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker, min_score)
     if knowledge_ids is None:
         listed = app.readable.remember(
             app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
@@ -286,19 +290,53 @@ async def search(
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection(bases, text, k, k_reranker)
     only_base = bases[0] if len(bases) == 1 else None
-    results = await _cited(app, body, k, knowledge_id=only_base)
+    results = await _cited(app, body, k, min_score, knowledge_id=only_base)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
-async def _cited(app: App, body: object, k: int, knowledge_id: str | None = None) -> list[Chunk]:
-    """The first `k` hits of a retrieval answer, each with its citation (page, lines, link)."""
+async def _cited(
+    app: App, body: object, k: int, min_score: float | None, knowledge_id: str | None = None
+) -> list[Chunk]:
+    """The first `k` hits of a retrieval answer at or above `min_score`, each with its citation (page, lines, link).
+
+    The threshold is applied here, on the relevance Open WebUI answers with (`distance`), in every retrieval mode and
+    release: its own `r` works only in hybrid search and hides the best score a caller needs to hear about."""
     results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars, knowledge_id=knowledge_id)[:k]
     sources = normalize.chunk_sources(body)[:k]
+    if min_score is not None and results:
+        kept = [i for i, chunk in enumerate(results) if chunk.distance is not None and chunk.distance >= min_score]
+        if not kept:
+            raise _nothing_above(min_score, results)
+        results, sources = [results[i] for i in kept], [sources[i] for i in kept]
     return await citations.cite(app.client.file, app.link_base(), results, sources, app.documents, app.caller())
 
 
+def _nothing_above(min_score: float, results: list[Chunk]) -> ToolFailure:
+    """Fragments came back, none relevant enough: said as such, with the best one, never as an empty list."""
+    scored = [chunk for chunk in results if chunk.distance is not None]
+    if not scored:
+        return ToolFailure(
+            "not_found",
+            f"Open WebUI gave {len(results)} fragments without a relevance score, so none can be held to min_score "
+            f"{min_score:g}; search without min_score",
+        )
+    best = max(scored, key=lambda chunk: chunk.distance or 0.0)
+    named = f"file_id {best.file_id}" + (f", {best.title!r}" if best.title else "") if best.file_id else "no file_id"
+    return ToolFailure(
+        "not_found",
+        f"nothing above the threshold: none of the {len(results)} fragments found reached min_score {min_score:g}; "
+        f"the best scored {best.distance:g} ({named}). Lower min_score, or rephrase the query",
+    )
+
+
 async def _search_documents(
-    app: App, text: str, knowledge_ids: list[str] | None, file_ids: list[str], k: int, k_reranker: int | None
+    app: App,
+    text: str,
+    knowledge_ids: list[str] | None,
+    file_ids: list[str],
+    k: int,
+    k_reranker: int | None,
+    min_score: float | None,
 ) -> SearchResult:
     """Search inside chosen documents: Open WebUI keeps one collection per file, `file-<id>`."""
     if knowledge_ids is not None:
@@ -309,7 +347,7 @@ async def _search_documents(
     if not files:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, k_reranker)
-    results = await _cited(app, body, k)
+    results = await _cited(app, body, k, min_score)
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
 
@@ -321,6 +359,7 @@ async def _search_narrowed(
     narrowed: filters.Filter | None,
     k: int,
     k_reranker: int | None,
+    min_score: float | None,
 ) -> SearchResult:
     """Search the documents of the named bases that are in a folder (and the folders below it) and that a filter
     lets through.
@@ -377,7 +416,7 @@ async def _search_narrowed(
     body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
     results = [
         chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
-        for chunk in await _cited(app, body, k)
+        for chunk in await _cited(app, body, k, min_score)
     ]
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
