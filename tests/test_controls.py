@@ -635,6 +635,8 @@ TYPE_INPUTS = [
     _bad("nothing to change", "knowledge_rename", "name", None, "give name, description or both"),
     _bad("name over 200 characters", "knowledge_rename", "name", "n" * 201, "the limit is 200"),
     _bad("wrong type", "knowledge_search", "min_score", "high", "min_score: Input should be a valid number"),
+    _bad("wrong type", "knowledge_files", "pending", "soon", "pending: Input should be a valid integer"),
+    _bad("wait too long", "knowledge_files", "pending", 3_601, "pending must be between 0 and 3600"),
     _missing("knowledge_delete_base", "confirm"),
     _bad("wrong type", "knowledge_delete_base", "confirm", ["Фрукты"], "confirm: Input should be a valid string"),
     _bad("wrong type", "knowledge_add_file", "url", 80, "url: Input should be a valid string"),

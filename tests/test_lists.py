@@ -359,6 +359,7 @@ async def test_files_of_a_large_base_come_thirty_at_a_time(release: str) -> None
             "size": 100,
             "updated_at": "2026-10-26T07:33:20Z",
             "folder": None,
+            "status": None,
         }
         assert body["hint"] == "1970 more documents: pass cursor=next_cursor, or narrow with query"
         if release == "0.12.4":

@@ -57,6 +57,7 @@ class FileItem(_Result):
     size: int | None
     updated_at: str | None
     folder: str | None  # its folder's path in the base ("a/b"), on Open WebUI 0.12+; null at the top or before 0.12
+    status: str | None = None  # only in the pending list: "pending" or "processing"; a listed document is searchable
 
 
 class KnowledgeFiles(_Result):

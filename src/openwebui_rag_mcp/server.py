@@ -200,8 +200,10 @@ class _Server(MCPServer[App]):
         return [tool for tool in tools if tool.annotations is not None and tool.annotations.read_only_hint]
 
 
-# Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`).
-_UNLISTED = frozenset({"page"})
+# Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`) and
+# knowledge_search's `k_reranker` (it only matters where an admin switched on hybrid search with a reranker;
+# docs/tools.md describes it).
+_UNLISTED = frozenset({"page", "k_reranker"})
 
 
 def _compact_input_schema(schema: dict[str, Any]) -> None:
@@ -262,9 +264,15 @@ async def knowledge_files(
     where: Where = None,
     changed_after: ChangedAfter = None,
     changed_before: ChangedBefore = None,
+    pending: Annotated[int | None, arg("Only files still processing; wait ≤N s for none")] = None,
 ) -> Annotated[CallToolResult, KnowledgeFiles]:
+    async def progress(done: float, total: float, message: str) -> None:
+        await ctx.report_progress(done, total, message)
+
     return await respond(
-        tools.list_files(_app(ctx), knowledge_id, query, limit, cursor, page, where, changed_after, changed_before)
+        tools.list_files(
+            _app(ctx), knowledge_id, query, limit, cursor, page, where, changed_after, changed_before, pending, progress
+        )
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openwebui_rag_mcp import __version__, citations, filters, normalize
+from openwebui_rag_mcp import pending as pending_list
 from openwebui_rag_mcp.app import App, check_id, check_range
 from openwebui_rag_mcp.config import TOP_K_MAX
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
@@ -195,7 +196,14 @@ async def list_files(
     where: Mapping[str, Any] | None = None,
     changed_after: str | None = None,
     changed_before: str | None = None,
+    pending: int | None = None,
+    progress: pending_list.Progress = pending_list.no_progress,
 ) -> KnowledgeFiles:
+    if pending is not None:
+        others = (query, limit, cursor, page, where, changed_after, changed_before)
+        return await pending_list.pending_files(
+            app, knowledge_id, pending, progress, others_given=any(value is not None for value in others)
+        )
     app.check_base(knowledge_id)
     size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
     narrowed = filters.make_filter(where, changed_after, changed_before)

@@ -164,6 +164,14 @@ class KnowledgeAPI(ClientBase):
         body = {"name": name, "description": description}
         return _object(await self._send("POST", path, json_body=body), "a renamed knowledge base")
 
+    async def pending_files(self, knowledge_id: str) -> list[Mapping[str, Any]]:
+        """Files uploaded for the base (`metadata.knowledge_id`) that Open WebUI is still processing and has not
+        linked yet (0.9.6+; it checks read access on the base)."""
+        answer = await self._send("GET", f"api/v1/knowledge/{segment(knowledge_id)}/files/pending")
+        if not isinstance(answer, list) or not all(isinstance(item, Mapping) for item in answer):
+            raise normalize.unexpected("the pending files of a knowledge base")
+        return answer
+
     async def delete_knowledge(self, knowledge_id: str) -> Json:
         """Delete a whole base (its search index; Open WebUI keeps the files themselves)."""
         return await self._send("DELETE", f"api/v1/knowledge/{segment(knowledge_id)}/delete")

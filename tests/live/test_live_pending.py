@@ -1,0 +1,60 @@
+"""`knowledge_files(pending=N)` against a real Open WebUI of every release (issue 17, part 6): a file uploaded the way
+Open WebUI's own interface and `oikb` upload it (0.9.6+: `metadata.knowledge_id`, linked by Open WebUI once
+processed) is listed while it processes and waited for until the base holds it; before 0.9.6 nothing of a base is
+pending; a second user learns nothing of a base it cannot read."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from devtools import openwebui_local as owui
+from devtools.openwebui_local import Instance, User
+from tests.live.stdio import stdio_session
+
+pytestmark = pytest.mark.anyio
+
+LINKS_ITSELF = (0, 9, 6)
+
+
+async def test_pending_uploads_are_waited_for_until_the_base_holds_them(
+    live_openwebui: Instance, live_user: User
+) -> None:
+    inst, tag = live_openwebui, uuid.uuid4().hex[:8]
+    base = owui.create_knowledge(inst, f"pending-{tag}", "uploads that link themselves", private=True)
+    links_itself = owui.version_parts(inst.version) >= LINKS_ITSELF
+    uploaded: list[str] = []
+    if links_itself:
+        for number in range(3):
+            text = f"# Note {number}\n\nPending note {number} {tag}. " + "More words. " * 400
+            files = {"file": (f"note-{number}.md", text.encode(), "text/markdown")}
+            with owui.client(inst) as http:
+                answer = http.post("/api/v1/files/", files=files, data={"metadata": f'{{"knowledge_id": "{base}"}}'})
+            assert answer.status_code == 200, answer.text
+            uploaded.append(answer.json()["id"])
+    async with stdio_session(inst) as admin:
+        waited = await admin.ok("knowledge_files", {"knowledge_id": base, "pending": 120})
+        listed = await admin.ok("knowledge_files", {"knowledge_id": base})
+    assert (waited["total"], waited["items"]) == (0, []), waited
+    assert waited["hint"] == "nothing is processing: every document of the base is searchable"
+    assert {item["file_id"] for item in listed["items"]} == set(uploaded)
+    assert all(item["status"] is None for item in listed["items"])
+
+    async with stdio_session(inst, api_key=live_user.api_key) as user:
+        hidden = await user.call("knowledge_files", {"knowledge_id": base, "pending": 0})
+    assert hidden[0], hidden
+    assert hidden[1]["code"] in ("not_found", "forbidden"), hidden
+
+
+def test_the_pending_route_is_where_the_release_has_it(live_openwebui: Instance) -> None:
+    """0.9.6 added the route and the self-linking upload together; before, the server asks only its journal."""
+    inst = live_openwebui
+    base = owui.create_knowledge(inst, f"pending-route-{uuid.uuid4().hex[:8]}", "", private=True)
+    with owui.client(inst) as http:
+        answer: httpx.Response = http.get(f"/api/v1/knowledge/{base}/files/pending")
+    if owui.version_parts(inst.version) >= LINKS_ITSELF:
+        assert (answer.status_code, answer.json()) == (200, [])
+    else:
+        assert answer.status_code in (404, 405), answer.text

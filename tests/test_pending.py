@@ -1,0 +1,176 @@
+"""`knowledge_files(pending=N)` (issue 17, part 6): what of a base is not searchable yet, from Open WebUI's own list
+(0.9.6+: uploads that link themselves) and from this server's journal of its uploads in flight; optionally waited
+for until nothing is left."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from openwebui_rag_mcp import pending
+from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.inflight import FileJournal, Inflight, Record
+from openwebui_rag_mcp.tools import list_files
+from tests.conftest import make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+
+KB = "c0ffee00-1111-4222-8333-444455556666"
+PENDING = f"/api/v1/knowledge/{KB}/files/pending"
+UPLOADING = "7a7a7a7a-1111-4222-8333-444455556666"
+OURS = "8b8b8b8b-1111-4222-8333-444455556666"
+
+
+def in_processing(file_id: str, status: str = "processing") -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "user_id": "u",
+        "filename": "handbook.pdf",
+        "data": {"status": status},
+        "meta": {"name": "handbook.pdf", "size": 4096, "data": {"knowledge_id": KB, "title": "Handbook"}},
+        "created_at": 1793000000,
+        "updated_at": 1793000000,
+    }
+
+
+def upstream(version: str = "0.12.4", answers: list[list[dict[str, Any]]] | None = None) -> respx.Router:
+    router = new_router()
+    router.get("/api/version").respond(json={"version": version})
+    router.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Docs", "files": None})
+    replies = iter(answers if answers is not None else [[in_processing(UPLOADING)]])
+    last: list[list[dict[str, Any]]] = [[]]
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        last[0] = next(replies, last[0])
+        return httpx.Response(200, json=last[0])
+
+    router.get(PENDING).mock(side_effect=reply)
+    return router
+
+
+@asynccontextmanager
+async def app_for(router: respx.Router, journal: Inflight | None = None, **env: str) -> AsyncIterator[App]:
+    settings = make_settings(**env)
+    client = OpenWebUIClient(settings, transport=mock_transport(router))
+    try:
+        yield App(settings=settings, client=client, inflight=journal)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pending, "_POLL_SECONDS", 0.01)
+
+
+async def test_open_webuis_own_pending_uploads_are_listed_with_their_status() -> None:
+    router = upstream()
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=0)
+    assert [(i.file_id, i.title, i.size, i.status) for i in listed.items] == [
+        (UPLOADING, "Handbook", 4096, "processing")
+    ]
+    assert (listed.total, listed.count, listed.next_cursor) == (1, 1, None)
+    assert listed.hint is not None
+    assert "1 not searchable yet" in listed.hint
+    assert router.routes[2].call_count == 1
+
+
+async def test_waiting_polls_until_nothing_is_left_and_reports_progress() -> None:
+    router = upstream(answers=[[in_processing(UPLOADING, "pending")], [in_processing(UPLOADING)], []])
+    told: list[tuple[float, float, str]] = []
+
+    async def progress(done: float, total: float, message: str) -> None:
+        told.append((done, total, message))
+
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60, progress=progress)
+    assert listed.items == []
+    assert listed.hint == "nothing is processing: every document of the base is searchable"
+    assert router.routes[2].call_count == 3
+    assert [message for _, _, message in told] == ["1 still processing", "1 still processing"]
+    assert all(total == 60 for _, total, _ in told)
+
+
+async def test_a_wait_that_runs_out_says_what_is_still_processing() -> None:
+    router = upstream(answers=[[in_processing(UPLOADING)]])  # for ever
+    async with app_for(router) as app:
+        started = time.monotonic()
+        listed = await list_files(app, KB, pending=1)
+    assert [item.file_id for item in listed.items] == [UPLOADING]
+    assert listed.hint is not None
+    assert "after waiting 1 s" in listed.hint
+    assert router.routes[2].call_count >= 2
+    assert time.monotonic() - started < 30  # a hang guard: the wait ends
+
+
+async def test_this_servers_own_uploads_in_flight_are_listed_on_every_release(tmp_path: Path) -> None:
+    journal = Inflight(FileJournal(tmp_path))
+    router = upstream("0.8.12")
+    async with app_for(router, journal) as app:
+        owner = app.uploads_owner()
+        now = time.time()
+        for record_id, knowledge_id, file_id in (("r1", KB, OURS), ("r2", "other-base", "x"), ("r3", KB, None)):
+            await journal.save(
+                Record(record_id, owner, knowledge_id, "notes.md", 12, "0" * 64, now, now, "h", 1, "s", file_id)
+            )
+        listed = await list_files(app, KB, pending=0)
+    # Only this base's, and only uploads Open WebUI has answered (a file id to name); 0.8 lists none of its own.
+    assert [(item.file_id, item.filename, item.status) for item in listed.items] == [(OURS, "notes.md", "processing")]
+    assert router.routes[2].call_count == 0
+
+
+async def test_nothing_pending_says_every_document_is_searchable() -> None:
+    router = upstream(answers=[[]])
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=0)
+    assert (listed.total, listed.items) == (0, [])
+    assert listed.hint == "nothing is processing: every document of the base is searchable"
+
+
+async def test_a_base_the_key_cannot_read_is_refused_before_its_list() -> None:
+    router = upstream()
+    router.get(f"/api/v1/knowledge/{KB}").respond(404, json={"detail": "We could not find what you're looking for :/"})
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await list_files(app, KB, pending=0)
+    assert caught.value.code == "not_found"
+    assert router.routes[2].call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"pending": -1}, "pending must be between 0 and 3600"),
+        ({"pending": 3601}, "pending must be between 0 and 3600"),
+        ({"pending": 0, "query": "x"}, "give it without query"),
+        ({"pending": 0, "where": {"a": 1}}, "give it without query"),
+        ({"pending": 0, "cursor": "abc"}, "give it without query"),
+    ],
+)
+async def test_bad_pending_arguments_are_refused_before_any_request(arguments: dict[str, Any], says: str) -> None:
+    router = upstream()
+    async with app_for(router) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await list_files(app, KB, **arguments)
+    assert caught.value.code == "invalid_argument"
+    assert says in caught.value.message
+    assert [call.request.url.path for call in router.calls] == []
+
+
+async def test_an_allowlist_keeps_other_bases_out() -> None:
+    router = upstream()
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS="deadbeef-7777-4888-9999-aaaabbbbcccc") as app:
+        with pytest.raises(ToolFailure) as caught:
+            await list_files(app, KB, pending=0)
+    assert caught.value.code == "not_found"
+    assert router.calls == []
