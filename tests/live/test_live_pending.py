@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from devtools import openwebui_local as owui
@@ -46,15 +45,3 @@ async def test_pending_uploads_are_waited_for_until_the_base_holds_them(
         hidden = await user.call("knowledge_files", {"knowledge_id": base, "pending": 0})
     assert hidden[0], hidden
     assert hidden[1]["code"] in ("not_found", "forbidden"), hidden
-
-
-def test_the_pending_route_is_where_the_release_has_it(live_openwebui: Instance) -> None:
-    """0.9.6 added the route and the self-linking upload together; before, the server asks only its journal."""
-    inst = live_openwebui
-    base = owui.create_knowledge(inst, f"pending-route-{uuid.uuid4().hex[:8]}", "", private=True)
-    with owui.client(inst) as http:
-        answer: httpx.Response = http.get(f"/api/v1/knowledge/{base}/files/pending")
-    if owui.version_parts(inst.version) >= LINKS_ITSELF:
-        assert (answer.status_code, answer.json()) == (200, [])
-    else:
-        assert answer.status_code in (404, 405), answer.text
