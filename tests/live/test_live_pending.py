@@ -25,16 +25,22 @@ async def test_pending_uploads_are_waited_for_until_the_base_holds_them(
     base = owui.create_knowledge(inst, f"pending-{tag}", "uploads that link themselves", private=True)
     links_itself = owui.version_parts(inst.version) >= LINKS_ITSELF
     uploaded: list[str] = []
-    if links_itself:
-        for number in range(3):
-            text = f"# Note {number}\n\nPending note {number} {tag}. " + "More words. " * 400
-            files = {"file": (f"note-{number}.md", text.encode(), "text/markdown")}
+    async with stdio_session(inst) as admin:
+        if links_itself:
+            # Large enough (thousands of chunks to embed) that its processing outlasts the next request.
+            text = f"# Handbook {tag}\n\n" + "".join(
+                f"Rule {n}: pending note {tag} number {n}.\n" for n in range(20_000)
+            )
+            files = {"file": ("handbook.md", text.encode(), "text/markdown")}
             with owui.client(inst) as http:
                 answer = http.post("/api/v1/files/", files=files, data={"metadata": f'{{"knowledge_id": "{base}"}}'})
             assert answer.status_code == 200, answer.text
             uploaded.append(answer.json()["id"])
-    async with stdio_session(inst) as admin:
-        waited = await admin.ok("knowledge_files", {"knowledge_id": base, "pending": 120})
+            now = await admin.ok("knowledge_files", {"knowledge_id": base, "pending": 0})
+            assert [(item["file_id"], item["filename"]) for item in now["items"]] == [(uploaded[0], "handbook.md")]
+            assert now["items"][0]["status"] in ("pending", "processing"), now
+            assert "1 not searchable yet" in now["hint"], now
+        waited = await admin.ok("knowledge_files", {"knowledge_id": base, "pending": 600})
         listed = await admin.ok("knowledge_files", {"knowledge_id": base})
     assert (waited["total"], waited["items"]) == (0, []), waited
     assert waited["hint"] == "nothing is processing: every document of the base is searchable"
