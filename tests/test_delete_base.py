@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 import respx
 from mcp import Client
@@ -111,3 +112,58 @@ async def test_read_only_mode_and_the_default_leave_it_out() -> None:
     hints = listed["knowledge_delete_base"].annotations
     assert hints is not None
     assert (hints.destructive_hint, hints.idempotent_hint) == (True, None)
+
+
+async def test_an_unreadable_version_deletes_nothing() -> None:
+    """A fork might ignore view_option=created and list every base."""
+    router = upstream("main-branch")
+    is_error, body = await delete(router)
+    assert (is_error, body["code"], body["outcome"]) == (True, "unsupported", "not_applied")
+    assert f"DELETE {DELETE}" not in sent(router)
+
+
+async def test_a_created_list_with_several_owners_is_not_trusted() -> None:
+    router = upstream()
+    theirs = {"id": "other", "name": "Фрукты 2", "user_id": "someone-else"}
+    mine = {"id": KB, "name": "Фрукты", "user_id": OWNER}
+    router.get("/api/v1/knowledge/search").respond(json={"items": [mine, theirs], "total": 2})
+    is_error, body = await delete(router)
+    assert (is_error, body["code"]) == (True, "forbidden")
+    assert f"DELETE {DELETE}" not in sent(router)
+
+
+async def test_a_name_the_search_cannot_match_is_found_among_all_the_callers_bases() -> None:
+    router = upstream()
+    mine = {"id": KB, "name": "Фрукты", "user_id": OWNER}
+    route = router.get("/api/v1/knowledge/search")
+    route.side_effect = lambda request: httpx.Response(
+        200,
+        json={
+            "items": [] if "query" in request.url.params else [mine],
+            "total": 0 if "query" in request.url.params else 1,
+        },
+    )
+    is_error, body = await delete(router)
+    assert not is_error, body
+    assert route.call_count == 2
+
+
+async def test_a_base_without_a_name_cannot_be_confirmed() -> None:
+    router = upstream()
+    router.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "", "user_id": OWNER, "write_access": True})
+    is_error, body = await delete(router, "")
+    assert (is_error, body["code"]) == (True, "invalid_argument")
+    assert f"DELETE {DELETE}" not in sent(router)
+
+
+async def test_a_session_cookie_open_webui_sets_is_never_sent_back() -> None:
+    """GET /api/v1/auths/ mints a session for the key it was sent with; one client serves every caller."""
+    router = upstream("0.6.5")
+    router.get("/api/v1/auths/").respond(
+        json={"id": OWNER, "role": "admin"}, headers={"Set-Cookie": "token=minted-session; Path=/; HttpOnly"}
+    )
+    is_error, body = await delete(router)
+    assert not is_error, body
+    after = [call.request for call in router.calls][-1]
+    assert after.method == "DELETE"
+    assert "cookie" not in after.headers

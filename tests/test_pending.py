@@ -123,6 +123,10 @@ async def test_this_servers_own_uploads_in_flight_are_listed_on_every_release(tm
             await journal.save(
                 Record(record_id, owner, knowledge_id, "notes.md", 12, "0" * 64, now, now, "h", 1, "s", file_id)
             )
+        # A record whose writer is gone (here: not renewed) is recovery's, not an upload in progress.
+        await FileJournal(tmp_path).put(
+            Record("r4", owner, KB, "old.md", 12, "0" * 64, now - 999, now - 900, "h", 1, "s", "dead-file")
+        )
         listed = await list_files(app, KB, pending=0)
     # Only this base's, and only uploads Open WebUI has answered (a file id to name); 0.8 lists none of its own.
     assert [(item.file_id, item.filename, item.status) for item in listed.items] == [(OURS, "notes.md", "processing")]

@@ -80,10 +80,10 @@ async def test_a_page_is_fetched_without_indexing_and_added_as_a_document(upstre
     assert (fetch.url.params["process"], json.loads(fetch.content)) == ("false", {"url": PAGE_URL})
     assert (added.file_id, added.title, added.extracted_chars) == (
         FILE,
-        "docs.example.com/guide/install?lang=en",
+        "docs.example.com/guide/install",
         len(PAGE_TEXT),
     )
-    assert added.filename == "docs_example_com_guide_install_lang_en.md"
+    assert added.filename == "docs_example_com_guide_install.md"
     metadata = upload_metadata(upstream.upload.calls.last.request)
     assert (metadata["source"], metadata["title"]) == (PAGE_URL, added.title)
     assert upstream.file_text == PAGE_TEXT
@@ -210,6 +210,23 @@ async def test_a_duplicate_is_named_and_the_file_kept(upstream: Upstream) -> Non
     failure = await refused(upstream, existing())
     assert (failure.code, failure.stage, failure.outcome) == ("duplicate_content", "attach", "not_applied")
     assert failure.existing_file_id == OTHER + "y"
+    assert [r for r in upstream.requests() if r.startswith("DELETE")] == []
+    # Told before file/add: Open WebUI marks a file it refuses as a duplicate `failed`, in every base holding it.
+    assert upstream.add.call_count == 0
+
+
+async def test_a_base_whose_documents_cannot_be_read_gets_nothing_attached(upstream: Upstream) -> None:
+    upstream.files.side_effect = answer(500, json={"detail": "boom"})
+    failure = await refused(upstream, existing())
+    assert (failure.stage, failure.outcome) == ("attach", "not_applied")
+    assert upstream.add.call_count == 0
+
+
+async def test_a_refusal_inside_processing_says_the_file_may_be_marked_failed(upstream: Upstream) -> None:
+    upstream.add.side_effect = answer(400, json={"detail": "400: Error processing file"})
+    failure = await refused(upstream, existing())
+    assert (failure.stage, failure.outcome) == ("attach", "partial_or_unknown")
+    assert "marked the file `failed`" in failure.message
     assert [r for r in upstream.requests() if r.startswith("DELETE")] == []
 
 

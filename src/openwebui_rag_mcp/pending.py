@@ -66,7 +66,11 @@ async def _pending_once(app: App, knowledge_id: str) -> list[FileItem]:
             item = _pending_item(raw)
             found[item.file_id] = item
     if app.inflight is not None:
+        now = app.inflight.now()
         for record in await app.inflight.records(app.uploads_owner()):
+            # A record whose writer is gone is recovery's to settle, not an upload in progress.
+            if record.writer_gone(now):
+                continue
             if record.knowledge_id == knowledge_id and record.file_id and record.file_id not in found:
                 found[record.file_id] = FileItem(
                     file_id=record.file_id,

@@ -8,6 +8,7 @@ orphaned, duplicates named). A fetched page becomes an ordinary text document, u
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import replace
@@ -87,10 +88,10 @@ def check_url(url: str) -> str:
 
 
 def title_of(url: str) -> str:
-    """A document title for a page fetched without one given: its address without the scheme."""
+    """A document title for a page fetched without one given: its host and path (a query string may carry a signed
+    token, and the title also names the file)."""
     parts = urllib.parse.urlsplit(url)
-    shown = (parts.netloc + parts.path).rstrip("/") + (f"?{parts.query}" if parts.query else "")
-    return shown[:TITLE_MAX_CHARS]
+    return (parts.netloc + parts.path).rstrip("/")[:TITLE_MAX_CHARS] or parts.netloc
 
 
 async def add_web_page(
@@ -188,7 +189,8 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
 
     async with app.locks.hold(knowledge_id) as lease:
         await _check_writable(app, knowledge_id, "attach", file_id)
-        if await _listed(app, knowledge_id, file_id):
+        members = await _members(app, knowledge_id, file_id)
+        if any(member.file_id == file_id for member in members):
             return attached("completed")
         await _tell(progress, 2, 4, "processing")
         try:
@@ -198,29 +200,60 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
             text = await _extracted(app, file_id, filename)
         except ToolFailure as failure:
             raise failure.at("process", file_id=file_id, outcome="not_applied") from None
+        # Checked here, not left to Open WebUI: its file/add marks the file itself `failed` when it refuses a
+        # duplicate, and the file may be in other bases.
+        digests = {hashlib.sha256(text.encode()).hexdigest(), uploaded.hash}
+        holder = next((member.file_id for member in members if member.hash and member.hash in digests), None)
+        if holder is not None:
+            raise ToolFailure(
+                "duplicate_content",
+                f"knowledge base {knowledge_id} already holds a document with this exact text (file_id {holder}); "
+                f"file {file_id} was not attached and is unchanged",
+                stage="attach",
+                file_id=file_id,
+                outcome="not_applied",
+                existing_file_id=holder,
+            )
         await _tell(progress, 3, 4, "attaching")
         _still_held(lease, "attach", file_id)
         try:
             await app.client.add_file(knowledge_id, file_id)
         except ToolFailure as failure:
             raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
-        if not release.attach_is_atomic and not await _listed(app, knowledge_id, file_id):
-            raise ToolFailure(
-                "upstream_error",
-                f"Open WebUI accepted attaching file {file_id}, but knowledge base {knowledge_id} does not list it: "
-                "before 0.6.42 it rewrites a base's file list on every change, and a concurrent change dropped it. "
-                "The file itself is untouched; its text may still be in the base's search index: check with "
-                "knowledge_files before attaching it again.",
-                stage="attach",
-                file_id=file_id,
-                outcome="partial_or_unknown",
-            )
+        if not release.attach_is_atomic:
+            listed = await _listed(app, knowledge_id, file_id)
+            if not listed:
+                said = (
+                    "a concurrent change dropped it (before 0.6.42 Open WebUI rewrites a base's file list on every "
+                    "change)"
+                    if listed is False
+                    else "whether the base lists it could not be read"
+                )
+                raise ToolFailure(
+                    "upstream_error",
+                    f"Open WebUI accepted attaching file {file_id} to knowledge base {knowledge_id}, but {said}. The "
+                    "file's text may be in the base's search index: check with knowledge_files before attaching it "
+                    "again.",
+                    stage="attach",
+                    file_id=file_id,
+                    outcome="partial_or_unknown",
+                )
     await _tell(progress, 4, 4, "done")
     return attached(status)
 
 
+async def _members(app: App, knowledge_id: str, file_id: str) -> list[normalize.FileRecord]:
+    """The base's documents, read before the attach; when they cannot be read nothing is sent."""
+    try:
+        files, _ = await app.client.knowledge_files(knowledge_id, None)
+        return normalize.file_records(files)
+    except ToolFailure as failure:
+        raise failure.at("attach", file_id=file_id, outcome="not_applied") from None
+
+
 async def _refused_attach(app: App, knowledge_id: str, file_id: str, text: str, failure: ToolFailure) -> ToolFailure:
-    """An attach Open WebUI refused or did not answer, said with what is known of the base now. The file stays."""
+    """An attach Open WebUI refused or did not answer, said with what is known of the base now. The file is never
+    deleted; but a refusal made inside Open WebUI's processing marks it `failed`, which other bases holding it see."""
     if failure.code == "duplicate_content":
         holder = await _holder_of(app, knowledge_id, text)
         where = f" (file_id {holder})" if holder else ""
@@ -230,13 +263,18 @@ async def _refused_attach(app: App, knowledge_id: str, file_id: str, text: str, 
             f"{file_id} was not attached.",
             existing_file_id=holder,
         )
-    listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
-    if listed is False:
+    elif failure.code == "not_found":  # the file was just read with this key
+        failure = failure.explained(
+            " Open WebUI 0.12 and later attach another user's file only with write access to that file."
+        )
+    if write_outcome(failure) == "not_applied" and failure.http_status not in (400, 500):
         return failure.at("attach", file_id=file_id, outcome="not_applied")
+    listed = await _listed(app, knowledge_id, file_id)
     failed = _failed(failure, "attach", file_id, after_upload=True)
     if listed:
         return failed.explained(f" Knowledge base {knowledge_id} lists the file {file_id} all the same.")
+    state = "does not list" if listed is False else "may or may not hold"
     return failed.explained(
-        f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
-        "knowledge_files."
+        f" Knowledge base {knowledge_id} {state} the file {file_id}; Open WebUI may have marked the file `failed` "
+        "while refusing it (knowledge_get_file shows its status)."
     )

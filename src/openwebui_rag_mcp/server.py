@@ -264,7 +264,7 @@ async def knowledge_files(
     where: Where = None,
     changed_after: ChangedAfter = None,
     changed_before: ChangedBefore = None,
-    pending: Annotated[int | None, arg("Only files still processing; wait ≤N s for none")] = None,
+    pending: Annotated[int | None, arg("Only files processing; wait ≤N s for none")] = None,
 ) -> Annotated[CallToolResult, KnowledgeFiles]:
     async def progress(done: float, total: float, message: str) -> None:
         await ctx.report_progress(done, total, message)
@@ -287,7 +287,7 @@ async def knowledge_search(
     where: Where = None,
     changed_after: ChangedAfter = None,
     changed_before: ChangedBefore = None,
-    min_score: Annotated[float | None, arg("Least distance to keep")] = None,
+    min_score: Annotated[float | None, arg("Min distance (higher=better)")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
     return await respond(
         tools.search(

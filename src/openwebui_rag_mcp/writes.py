@@ -273,7 +273,7 @@ async def delete_knowledge(app: App, knowledge_id: str, confirm: str) -> Knowled
     release = await _release(app, "delete")
     async with app.locks.hold(knowledge_id) as lease:
         base = await _check_writable(app, knowledge_id, "delete")
-        if confirm != base.name:
+        if not base.name or confirm != base.name:
             raise invalid_argument(
                 f"confirm must be the exact name of knowledge base {knowledge_id}, {base.name!r}; nothing was changed"
             )
@@ -309,8 +309,21 @@ async def _created_by_caller(app: App, release: Release, knowledge_id: str, name
     """Whether the credential's own user created the base. From 0.6.42 Open WebUI lists the bases a caller created
     (`view_option=created`; from 0.12 an API key cannot read its own user); before, the base names its owner and
     `GET /auths/` the caller."""
+    if not release.known:  # a fork might ignore view_option and list every base: nothing is taken on trust
+        raise ToolFailure(
+            "unsupported",
+            f"the Open WebUI version {release.version!r} cannot be read, so who created the base cannot be told "
+            "safely; nothing was changed",
+        )
     if release.paged_lists:
-        return any(item.get("id") == knowledge_id for item in await app.client.created_knowledge_named(name))
+        # A name with LIKE's escape character may not match itself upstream: then every base the caller created.
+        for query in (name, None):
+            created = await app.client.created_knowledge_named(query)
+            if len({item.get("user_id") for item in created}) > 1:  # not the caller's own list after all
+                return False
+            if any(item.get("id") == knowledge_id for item in created):
+                return True
+        return False
     owner = (await app.client.knowledge(knowledge_id)).get("user_id")
     return isinstance(owner, str) and owner == await app.client.user_id()
 

@@ -176,11 +176,11 @@ class KnowledgeAPI(ClientBase):
         """Delete a whole base (its search index; Open WebUI keeps the files themselves)."""
         return await self._send("DELETE", f"api/v1/knowledge/{segment(knowledge_id)}/delete")
 
-    async def created_knowledge_named(self, name: str) -> list[Mapping[str, Any]]:
-        """The bases the credential's own user created whose name or description contains `name` (0.6.42+:
-        `view_option=created` compares each base's owner with the caller, admins included), all pages."""
+    async def created_knowledge_named(self, name: str | None) -> list[Mapping[str, Any]]:
+        """The bases the credential's own user created (whose name or description contains `name`, if given;
+        0.6.42+: `view_option=created` compares each base's owner with the caller, admins included), all pages."""
         path = "api/v1/knowledge/search"
-        params = {"query": name, "view_option": "created"}
+        params = {"view_option": "created"} | ({"query": name} if name is not None else {})
         items, _ = await self._all_pages(path, "the knowledge bases this key created", params=params)
         return items
 

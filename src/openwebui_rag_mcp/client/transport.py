@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.cookiejar
 import json
 import logging
 import math
@@ -112,6 +113,9 @@ class ClientBase:
             # Below the 5 s keep-alive of Open WebUI's uvicorn, so we do not reuse a connection it is closing.
             limits=httpx.Limits(keepalive_expiry=4.0),
         )
+        # No cookie is ever kept: some answers set Open WebUI's session cookie (GET /api/v1/auths/ mints one for the
+        # key it was sent with), and one client serves every caller. (httpx copies a jar given to it, not its policy.)
+        self._http.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         self._release: Release | None = None
         self._release_lock = asyncio.Lock()
 
