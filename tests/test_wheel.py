@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from openwebui_rag_mcp import __version__
-from openwebui_rag_mcp.config import ALIASES, ALL_TOOLS, variables_help
+from openwebui_rag_mcp.config import ALIASES, DEFAULT_TOOLS, variables_help
 from tests.rawstdio import RawStdio
 
 pytestmark = pytest.mark.wheel
@@ -174,7 +174,7 @@ def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> N
             assert init["protocolVersion"] == "2025-11-25"
             tools = server.request("tools/list", {})["tools"]
             # knowledge_delete_base only when the operator switches it on (OPENWEBUI_ALLOW_DELETE_BASE).
-            assert {tool["name"] for tool in tools} == set(ALL_TOOLS) - {"knowledge_delete_base"}
+            assert {tool["name"] for tool in tools} == set(DEFAULT_TOOLS)
             # Aliases list no output schema of their own (their tool's would be repeated in every agent's context).
             assert all(tool["inputSchema"]["type"] == "object" for tool in tools)
             assert {tool["name"] for tool in tools if "outputSchema" not in tool} == set(ALIASES)
@@ -182,7 +182,7 @@ def test_installed_script_serves_mcp_over_stdio(venv: Path, tmp_path: Path) -> N
             health = server.request("tools/call", {"name": "knowledge_health", "arguments": {}})
             assert health["isError"] is True
             assert health["structuredContent"]["code"] == "upstream_unavailable", health
-            assert len(server.request("tools/list", {})["tools"]) == len(ALL_TOOLS) - 1
+            assert len(server.request("tools/list", {})["tools"]) == len(DEFAULT_TOOLS)
         finally:
             code = server.close()
     assert code == 0, stderr_path.read_text(encoding="utf-8", errors="replace")

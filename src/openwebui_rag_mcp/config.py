@@ -48,6 +48,9 @@ ALIASES = {
     "rag_health": "knowledge_health",
 }
 ALL_TOOLS = (*READ_TOOLS, *WRITE_TOOLS, *ALIASES)
+# Offered only when the operator switches them on (OPENWEBUI_ALLOW_DELETE_BASE), so they cost no context otherwise.
+SWITCHED_ON_TOOLS = ("knowledge_delete_base",)
+DEFAULT_TOOLS = tuple(name for name in ALL_TOOLS if name not in SWITCHED_ON_TOOLS)  # what a default server offers
 # Open WebUI ids are UUIDs; every id we place in a URL must match this.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field, ValidationError
 from openwebui_rag_mcp import __version__, exact, normalize, remote, tools, writes
 from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.config import ALIASES, TOP_K_MAX, Settings
+from openwebui_rag_mcp.config import ALIASES, SWITCHED_ON_TOOLS, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.inflight import make_journal
 from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
@@ -606,7 +606,7 @@ def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
 
     Whether it may write comes from its own annotations, so a new tool needs no second list of names.
     """
-    if name == "knowledge_delete_base" and not settings.allow_delete_base:  # switched on by the operator only
+    if name in SWITCHED_ON_TOOLS and not settings.allow_delete_base:  # switched on by the operator only
         return False
     return settings.tool_enabled(name) and not (settings.read_only and not hints.read_only_hint)
 

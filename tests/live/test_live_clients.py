@@ -40,7 +40,7 @@ from devtools.snippets import (
     URL_PLACEHOLDER,
     InspectorCall,
 )
-from openwebui_rag_mcp.config import ALIASES, ALL_TOOLS
+from openwebui_rag_mcp.config import ALIASES, DEFAULT_TOOLS
 from tests.live.stdio import SCRIPT
 
 RUN_TIMEOUT = 120.0
@@ -146,7 +146,7 @@ def test_inspector_cli_runs_the_readme_commands(
     body: dict[str, Any] = json.loads(result.stdout)
     method, tool = _option(call, "--method"), _option(call, "--tool-name")
     if method == "tools/list":
-        assert {item["name"] for item in body["tools"]} == set(ALL_TOOLS)
+        assert {item["name"] for item in body["tools"]} == set(DEFAULT_TOOLS)
         # Aliases list no output schema (their tool's would be repeated); every other tool does.
         assert all(("outputSchema" in item) is (item["name"] not in ALIASES) for item in body["tools"])
         return
@@ -295,7 +295,7 @@ async def test_client_configuration_starts_a_working_server(
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
-            assert {tool.name for tool in tools.tools} == set(ALL_TOOLS)
+            assert {tool.name for tool in tools.tools} == set(DEFAULT_TOOLS)
             # By name: the session's other tests make many bases, and a list answers 30 at a time.
             listed = await session.call_tool("knowledge_list", {"query": "clients-"})
             assert not listed.is_error, listed

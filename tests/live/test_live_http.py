@@ -32,7 +32,7 @@ from devtools import openwebui_local as owui
 from devtools.npm_tools import CLAUDE_CODE, INSPECTOR, NpmInstallError, NpmTool
 from devtools.openwebui_local import Instance, User
 from openwebui_rag_mcp.compat import Release
-from openwebui_rag_mcp.config import ALL_TOOLS
+from openwebui_rag_mcp.config import DEFAULT_TOOLS
 from tests.live.http import Progress, access_lines_when, mcp_http, not_on_this_release, post_tools_list
 
 pytestmark = pytest.mark.anyio
@@ -418,7 +418,7 @@ def test_inspector_cli_over_http(request: pytest.FixtureRequest, era: str, tmp_p
 
     listed = _run([*base, "--method", "tools/list", "--strict"], env, tmp_path, first.credential)
     assert listed.returncode == 0, f"{listed.stdout[-3000:]}\n{listed.stderr[-3000:]}"
-    assert {tool["name"] for tool in json.loads(listed.stdout)["tools"]} == set(ALL_TOOLS)
+    assert {tool["name"] for tool in json.loads(listed.stdout)["tools"]} == set(DEFAULT_TOOLS)
 
     query = {"query": f"{first.word} {second.word}", "top_k": 10}
     call = [*base, "--method", "tools/call", "--tool-name", "knowledge_search", "--tool-args-json", json.dumps(query)]
