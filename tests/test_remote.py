@@ -168,6 +168,7 @@ async def test_an_existing_file_is_attached_as_it_is(upstream: Upstream) -> None
     assert added.extracted_chars == len(CHAT_TEXT)
     assert json.loads(upstream.add.calls.last.request.content) == {"file_id": CHAT_FILE}
     assert upstream.upload.call_count == 0
+    assert upstream.chat.call_count == 1  # type: ignore[attr-defined]  # a processed file's text is read once
 
 
 async def test_a_file_already_in_the_base_is_not_attached_twice(upstream: Upstream) -> None:

@@ -195,9 +195,12 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
         await _tell(progress, 2, 4, "processing")
         try:
             # A file with no status of its own (older uploads) was processed when it was uploaded; asking for its
-            # status would say "pending" forever.
-            status = "completed" if uploaded.status is None else await _wait_processed(app, release, uploaded, progress)
-            text = await _extracted(app, file_id, filename)
+            # status would say "pending" forever. A processed file's text is in the answer already read.
+            if uploaded.status in (None, "completed"):
+                status, text = "completed", await _extracted(app, file_id, filename, body)
+            else:
+                status = await _wait_processed(app, release, uploaded, progress)
+                text = await _extracted(app, file_id, filename)
         except ToolFailure as failure:
             raise failure.at("process", file_id=file_id, outcome="not_applied") from None
         # Checked here, not left to Open WebUI: its file/add marks the file itself `failed` when it refuses a

@@ -529,9 +529,12 @@ async def _upload_and_attach(
     return done
 
 
-async def _extracted(app: App, file_id: str, filename: str) -> str:
-    """The text Open WebUI extracted from an uploaded file; a failure when it extracted none."""
-    document = normalize.file_text(await app.client.file(file_id), offset=0, max_chars=10**9)
+async def _extracted(app: App, file_id: str, filename: str, body: object = None) -> str:
+    """The text Open WebUI extracted from an uploaded file (from `body`, the file as already read, if given); a
+    failure when it extracted none."""
+    document = normalize.file_text(
+        body if body is not None else await app.client.file(file_id), offset=0, max_chars=10**9
+    )
     if not document.text.strip():
         raise ToolFailure(
             "upstream_error",
