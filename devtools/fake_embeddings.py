@@ -8,6 +8,11 @@ Endpoints:
 * ``POST /v1/embeddings`` (also ``/embeddings``): OpenAI request shape; ``input`` may be a string, a list of strings,
   a list of token ids or a list of token-id lists (token lists are simply stringified). ``encoding_format: "base64"``
   is honoured (little-endian float32).
+* ``POST /v1/rerank`` (also ``/rerank``): the reranking request Open WebUI's external reranker sends (``query``,
+  ``documents``); each document's ``relevance_score`` is ``rerank_score``: the share of the query's words (stemmed,
+  stop words dropped) that the document contains, in [0, 1].
+* ``GET /v1/rerank/requests``: ``{"requests": n}``, how many reranking requests were answered, so a test can tell
+  whether Open WebUI's hybrid search called the reranker.
 * ``GET /v1/models`` (also ``/models``): a one-model list.
 * ``GET /health``: ``{"status": true}``.
 
@@ -40,6 +45,7 @@ import json
 import math
 import struct
 import sys
+import threading
 import unicodedata
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -268,6 +274,29 @@ def embeddings_response(payload: Any, dim: int = DIM) -> dict[str, Any]:
     }
 
 
+def rerank_score(query: str, document: str) -> float:
+    """The share of the query's words found in the document: deterministic, and on another scale than the cosine
+    similarities of the vectors, so a search can tell which of the two ranked it."""
+    wanted = _stems(query)
+    if not wanted:
+        return 0.0
+    return round(len(wanted & _stems(document)) / len(wanted), 6)
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(word) for word in tokenize(text) if word not in STOP_WORDS}
+
+
+def rerank_response(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        raise ValueError("a rerank request needs a query string")
+    documents = payload.get("documents")
+    if not isinstance(documents, list) or not all(isinstance(text, str) for text in documents):
+        raise ValueError("a rerank request needs a list of document strings")
+    scores = [rerank_score(payload["query"], text) for text in documents]
+    return {"results": [{"index": i, "relevance_score": score} for i, score in enumerate(scores)]}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeEmbeddings/1.0"
@@ -294,6 +323,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         if path == "/health":
             self._send_json(200, {"status": True})
+        elif path == "/v1/rerank/requests":
+            self._send_json(200, {"requests": self.server.reranked})  # type: ignore[attr-defined]
         elif path in ("/v1/models", "/models"):
             model = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "devtools"}
             self._send_json(200, {"object": "list", "data": [model]})
@@ -303,12 +334,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
-        if self._path() not in ("/v1/embeddings", "/embeddings"):
-            self._error(404, f"unknown path {self._path()}")
+        path = self._path()
+        if path not in ("/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank"):
+            self._error(404, f"unknown path {path}")
             return
         try:
             payload = json.loads(raw.decode("utf-8") or "null")
-            body = embeddings_response(payload, self.dim)
+            if path.endswith("rerank"):
+                body = rerank_response(payload)
+                self.server.count_rerank()  # type: ignore[attr-defined]
+            else:
+                body = embeddings_response(payload, self.dim)
         except (ValueError, UnicodeDecodeError) as exc:
             self._error(400, str(exc))
             return
@@ -321,6 +357,12 @@ class FakeEmbeddingServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     allow_reuse_address = True
+    reranked = 0
+    _counting = threading.Lock()
+
+    def count_rerank(self) -> None:
+        with self._counting:
+            self.reranked += 1
 
 
 def make_server(host: str = "127.0.0.1", port: int = 0, dim: int = DIM) -> FakeEmbeddingServer:

@@ -76,6 +76,27 @@ def venv_dir(version: str) -> Path:
     return CACHE_ROOT / "venvs" / version
 
 
+def has_external_reranker(version: str) -> bool:
+    """Whether the installed release can call a reranker over HTTP (RAG_RERANKING_ENGINE=external; 0.6.43 can,
+    0.6.5 cannot)."""
+    found = venv_dir(version).glob("lib/python3*/site-packages/open_webui/retrieval/models/external.py")
+    return any(found)
+
+
+def hybrid_env(version: str, embed_port: int) -> dict[str, str]:
+    """Hybrid search on (BM25 with the vectors), reranked by the fake embedding server's /v1/rerank where the release
+    has an external reranker; without one (0.6.5) Open WebUI reranks by the embeddings' cosine similarity."""
+    env = {"ENABLE_RAG_HYBRID_SEARCH": "true"}
+    if has_external_reranker(version):
+        env |= {
+            "RAG_RERANKING_ENGINE": "external",
+            "RAG_RERANKING_MODEL": "fake-rerank",
+            "RAG_EXTERNAL_RERANKER_URL": f"http://127.0.0.1:{embed_port}/v1/rerank",
+            "RAG_EXTERNAL_RERANKER_API_KEY": "fake",
+        }
+    return env
+
+
 def is_installed(version: str) -> bool:
     return (venv_dir(version) / ".installed").exists()
 
@@ -349,13 +370,15 @@ def start(
     port: int | None = None,
     timeout: float = 240,
     extra_env: Mapping[str, str] | None = None,
+    hybrid: bool = False,
 ) -> Instance:
     """Start Open WebUI ``version`` (must be installed) on 127.0.0.1 with a fresh DATA_DIR under ``workdir``.
 
     Also starts the fake embedding server, creates the admin (first signup) and an API key. Both processes run in
     their own sessions with output in log files under ``workdir``, so they outlive the caller until ``stop()``.
     ``workdir/data`` and ``workdir/static`` are wiped first. ``extra_env`` adds to (or overrides) the environment,
-    e.g. a switch a test needs off its default.
+    e.g. a switch a test needs off its default. ``hybrid`` switches Open WebUI's hybrid search on, with the fake
+    server's reranker (``hybrid_env``).
     """
     venv = venv_dir(version)
     executable = venv / "bin" / "open-webui"
@@ -376,6 +399,8 @@ def start(
     url = f"http://127.0.0.1:{port}"
     secret_key = secrets.token_hex(32)
     env = openwebui_env(data_dir, static_dir, embed_port, secret_key) | dict(extra_env or {})
+    if hybrid:
+        env |= hybrid_env(version, embed_port)
     try:
         proc = _spawn_openwebui(executable, port, workdir, env, log_path)
     except OSError:

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.anyio
 
 BUDGET_WITH_ALIASES = 12_000
 BUDGET_WITHOUT_ALIASES = 9_000
+HYBRID_CONTROLS_COST = 300  # characters OPENWEBUI_HYBRID_SEARCH may add per tool listing the controls
 NO_ALIASES = ",".join(ALIASES)
 ID_PARAMETERS = {"knowledge_id": "file_id", "knowledge_ids": "file_id", "file_id": "knowledge_id"}
 
@@ -57,6 +58,17 @@ async def test_tools_list_without_the_aliases_fits_its_budget() -> None:
     assert size <= BUDGET_WITHOUT_ALIASES, (
         f"tools/list is {size:,} characters; the budget is {BUDGET_WITHOUT_ALIASES:,}"
     )
+
+
+async def test_the_hybrid_controls_cost_context_only_where_switched_on() -> None:
+    """OPENWEBUI_HYBRID_SEARCH lists knowledge_search's `hybrid`, `bm25_weight` and `k_reranker` (docs/tools.md):
+    an operator whose Open WebUI runs hybrid search pays for them, in knowledge_search and its alias."""
+    size, _ = await listed(OPENWEBUI_DISABLED_TOOLS=NO_ALIASES)
+    switched, _ = await listed(OPENWEBUI_DISABLED_TOOLS=NO_ALIASES, OPENWEBUI_HYBRID_SEARCH="true")
+    assert 0 < switched - size <= HYBRID_CONTROLS_COST, switched - size
+    with_aliases, _ = await listed()
+    switched_with_aliases, _ = await listed(OPENWEBUI_HYBRID_SEARCH="true")
+    assert switched_with_aliases - with_aliases <= 2 * HYBRID_CONTROLS_COST
 
 
 async def test_the_size_is_what_goes_on_the_wire() -> None:

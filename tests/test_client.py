@@ -230,16 +230,25 @@ async def test_knowledge_files_html_on_old_release_is_unexpected(router: respx.R
 
 
 @pytest.mark.parametrize(
-    ("k_reranker", "expected"),
+    ("controls", "expected"),
     [
         (None, {"collection_names": ["kb-1", "kb-2"], "query": "жёлтые бананы", "k": 5}),
-        (20, {"collection_names": ["kb-1", "kb-2"], "query": "жёлтые бананы", "k": 5, "k_reranker": 20}),
+        (
+            {"k_reranker": 20},
+            {"collection_names": ["kb-1", "kb-2"], "query": "жёлтые бананы", "k": 5, "k_reranker": 20},
+        ),
+        (
+            {"hybrid": False},
+            {"collection_names": ["kb-1", "kb-2"], "query": "жёлтые бананы", "k": 5, "hybrid": False},
+        ),
     ],
 )
-async def test_query_collection_body(router: respx.Router, k_reranker: int | None, expected: dict[str, Any]) -> None:
+async def test_query_collection_body(
+    router: respx.Router, controls: dict[str, Any] | None, expected: dict[str, Any]
+) -> None:
     route = router.post("/api/v1/retrieval/query/collection").respond(json=fixture_json("query_collection_0124.json"))
     async with open_client(router) as client:
-        body = await client.query_collection(["kb-1", "kb-2"], "жёлтые бананы", 5, k_reranker)
+        body = await client.query_collection(["kb-1", "kb-2"], "жёлтые бананы", 5, controls)
     assert body == fixture_json("query_collection_0124.json")
     request = route.calls.last.request
     assert json.loads(request.content) == expected

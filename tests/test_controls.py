@@ -586,6 +586,8 @@ LIMIT_INPUTS = [
     _bad("top_k -1", "rag_search", "top_k", -1, "top_k must be between 1 and 50"),
     _bad("k_reranker 0", "knowledge_search", "k_reranker", 0, "k_reranker must be between 1 and 200"),
     _bad("k_reranker 201", "knowledge_search", "k_reranker", 201, "k_reranker must be between 1 and 200"),
+    _bad("bm25_weight above 1", "knowledge_search", "bm25_weight", 1.5, "bm25_weight must be between 0"),
+    _bad("bm25_weight below 0", "knowledge_search", "bm25_weight", -0.5, "bm25_weight must be between 0"),
     _bad("101 knowledge_ids", "knowledge_search", "knowledge_ids", [KB] * 101, "the limit is 100"),
     _bad("page 0", "knowledge_files", "page", 0, "page must be between 1 and 100000"),
     _bad("page 100001", "knowledge_files", "page", 100_001, "page must be between 1 and 100000"),

@@ -61,6 +61,32 @@ async def test_all_good_with_the_retrieval_probe() -> None:
     assert json.loads(query.calls.last.request.content)["query"].startswith("Яблоки Apples are red")
 
 
+@pytest.mark.parametrize(
+    ("metadata", "env", "said"),
+    [
+        ({"score": 0.9}, {}, "; Open WebUI ran hybrid search: OPENWEBUI_HYBRID_SEARCH=true lists knowledge_search's"),
+        ({}, {"OPENWEBUI_HYBRID_SEARCH": "true"}, "; Open WebUI ran vector search only, so OPENWEBUI_HYBRID_SEARCH's"),
+        ({"score": 0.9}, {"OPENWEBUI_HYBRID_SEARCH": "true"}, None),
+        ({}, {}, None),
+    ],
+)
+async def test_the_probe_says_when_the_hybrid_switch_disagrees_with_what_ran(
+    metadata: dict[str, float], env: dict[str, str], said: str | None
+) -> None:
+    router = new_router()
+    openwebui(router)
+    router.post("/api/v1/retrieval/query/collection").respond(
+        json={"distances": [[0.9]], "documents": [["a fragment"]], "metadatas": [[metadata]]}
+    )
+    code, lines = await run(router, deep=True, **env)
+    assert code == OK
+    line = next(line for line in lines if line.startswith("retrieval (embedding backend): OK"))
+    if said is None:
+        assert line.endswith("found fragments"), line
+    else:
+        assert said in line, line
+
+
 async def test_an_empty_probe_with_no_threshold_to_explain_it_fails() -> None:
     router = new_router()
     openwebui(router, found=False, config={"RELEVANCE_THRESHOLD": 0.0, "ENABLE_RAG_HYBRID_SEARCH": False})

@@ -292,6 +292,29 @@ def test_http_round_trip(server_url: str) -> None:
         assert http.get("/nope").status_code == 404
 
 
+def test_the_reranker_scores_query_words_found_and_counts_its_requests(server_url: str) -> None:
+    """The reranker Open WebUI's hybrid search calls in the live tests (RAG_RERANKING_ENGINE=external)."""
+    with httpx.Client(base_url=server_url, trust_env=False) as http:
+        assert http.get("/v1/rerank/requests").json() == {"requests": 0}
+        documents = ["Zebras have black stripes.", "Horses run on the savanna.", "nothing here"]
+        answer = http.post(
+            "/v1/rerank", json={"model": "fake-rerank", "query": "zebra stripes", "documents": documents}
+        )
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "results": [
+                {"index": 0, "relevance_score": 1.0},
+                {"index": 1, "relevance_score": 0.0},
+                {"index": 2, "relevance_score": 0.0},
+            ]
+        }
+        assert http.post("/rerank", json={"query": "savanna zebra", "documents": documents[1:2]}).json() == {
+            "results": [{"index": 0, "relevance_score": 0.5}]
+        }
+        assert http.post("/v1/rerank", json={"query": "x"}).status_code == 400
+        assert http.get("/v1/rerank/requests").json() == {"requests": 2}
+
+
 def test_cli_prints_port_first_and_serves() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "devtools.fake_embeddings", "--port", "0"],

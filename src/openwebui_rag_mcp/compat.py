@@ -36,6 +36,13 @@ ATOMIC_ATTACH = (0, 6, 42)
 # POST /retrieval/process/web?process=false returns a page's text and indexes nothing (read in the 0.6.41 and 0.6.42
 # wheels); before, it always embeds the page into a collection named after the URL's hash, which no base lists.
 FETCH_WITHOUT_INDEXING = (0, 6, 42)
+# knowledge_search's hybrid controls (POST /retrieval/query/collection, read in the wheels on both sides of each
+# boundary): `hybrid_bm25_weight` is a request field from 0.6.12; a weight of 0 is honoured from 0.10.0 (before, 0 is
+# falsy and means "use the setting"); `hybrid: false` chooses the vector path from 0.6.26, and from 0.8.11 that path
+# re-checks the admin setting and runs hybrid search anyway. No release lets a request switch hybrid search on.
+BM25_WEIGHT = (0, 6, 12)
+BM25_WEIGHT_ZERO = (0, 10, 0)
+VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ class Settings:
     knowledge_ids: tuple[str, ...] | None = None
     allow_create: bool = False
     allow_delete_base: bool = False
+    hybrid_search: bool = False
     read_only: bool = False
     disabled_tools: frozenset[str] = frozenset()
     transport: str = "stdio"
@@ -437,6 +438,13 @@ VARIABLES: tuple[Variable, ...] = (
         "OPENWEBUI_ALLOW_DELETE_BASE",
         "allow_delete_base",
         "true: offer knowledge_delete_base (a whole base the key's user created, confirmed by its name)",
+        _flag,
+    ),
+    Variable(
+        "OPENWEBUI_HYBRID_SEARCH",
+        "hybrid_search",
+        "true: Open WebUI runs hybrid search (its ENABLE_RAG_HYBRID_SEARCH is on), so list knowledge_search's hybrid, "
+        "bm25_weight and k_reranker",
         _flag,
     ),
     Variable("OPENWEBUI_READ_ONLY", "read_only", "true: register only the read tools", _flag),

@@ -40,6 +40,7 @@ from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, SWITCHED_ON_TOOLS, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.hybrid import K_RERANKER_MAX
 from openwebui_rag_mcp.inflight import make_journal
 from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
 from openwebui_rag_mcp.models import (
@@ -200,18 +201,23 @@ class _Server(MCPServer[App]):
         return [tool for tool in tools if tool.annotations is not None and tool.annotations.read_only_hint]
 
 
-# Parameters still accepted but no longer listed, so they cost no context: knowledge_files' `page` (now `cursor`) and
-# knowledge_search's `k_reranker` (it only matters where an admin switched on hybrid search with a reranker;
-# docs/tools.md describes it).
-_UNLISTED = frozenset({"page", "k_reranker"})
+# Parameters accepted but not listed, so they cost no context: knowledge_files' `page` (now `cursor`), and
+# knowledge_search's hybrid controls unless OPENWEBUI_HYBRID_SEARCH says Open WebUI runs hybrid search (they do
+# nothing where it does not; docs/tools.md describes them).
+_UNLISTED = frozenset({"page"})
+_HYBRID_CONTROLS = frozenset({"k_reranker", "hybrid", "bm25_weight"})
 
 
-def _compact_input_schema(schema: dict[str, Any]) -> None:
+def _unlisted(settings: Settings) -> frozenset[str]:
+    return _UNLISTED if settings.hybrid_search else _UNLISTED | _HYBRID_CONTROLS
+
+
+def _compact_input_schema(schema: dict[str, Any], unlisted: frozenset[str]) -> None:
     """Titles only repeat the names, and tools/list is read into the agent's context on every session. An optional
     parameter is listed as its plain type: leaving it out is how a caller says "none" (null is still accepted)."""
     schema.pop("title", None)
     properties: dict[str, Any] = schema.get("properties", {})
-    for name in _UNLISTED & set(properties):
+    for name in unlisted & set(properties):
         del properties[name]
     for prop in properties.values():
         prop.pop("title", None)
@@ -281,13 +287,15 @@ async def knowledge_search(
     query: Annotated[str, arg("What to look for")],
     knowledge_ids: Annotated[list[str] | None, arg("knowledge_ids to search; omit for all")] = None,
     top_k: Annotated[int | None, arg("Fragments (default RAG_TOP_K)", maximum=TOP_K_MAX)] = None,
-    k_reranker: Annotated[int | None, arg("Reranker candidates (hybrid)", maximum=tools.K_RERANKER_MAX)] = None,
+    k_reranker: Annotated[int | None, arg("Reranker candidates (hybrid)", maximum=K_RERANKER_MAX)] = None,
     file_ids: Annotated[list[str] | None, arg("Or just these file_ids")] = None,
     folder: Annotated[str | None, arg("Only this folder of knowledge_ids")] = None,
     where: Where = None,
     changed_after: ChangedAfter = None,
     changed_before: ChangedBefore = None,
     min_score: Annotated[float | None, arg("Min distance (higher=better)")] = None,
+    hybrid: Annotated[bool | None, arg("false: vectors only; true: hybrid or fail")] = None,
+    bm25_weight: Annotated[float | None, arg("Keywords' weight, 0-1 (hybrid)")] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
     return await respond(
         tools.search(
@@ -302,6 +310,8 @@ async def knowledge_search(
             changed_after,
             changed_before,
             min_score,
+            hybrid_search=hybrid,
+            bm25_weight=bm25_weight,
         )
     )
 
@@ -693,7 +703,7 @@ def create_server(
         """The tool for `fn` with compact schemas, built once even when its alias is registered too."""
         if fn.__name__ not in built:
             tool = _Tool.from_function(fn, name=fn.__name__, description=description, annotations=hints)
-            _compact_input_schema(tool.parameters)
+            _compact_input_schema(tool.parameters, _unlisted(settings))
             if tool.fn_metadata.output_schema is not None:
                 tool.fn_metadata.output_schema = _with_error_branch(tool.fn_metadata.output_schema)
             built[fn.__name__] = tool

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openwebui_rag_mcp import __version__, citations, filters, normalize
+from openwebui_rag_mcp import __version__, citations, filters, hybrid, normalize
 from openwebui_rag_mcp import pending as pending_list
 from openwebui_rag_mcp.app import App, check_id, check_range
 from openwebui_rag_mcp.config import TOP_K_MAX
@@ -30,7 +30,6 @@ from openwebui_rag_mcp.models import (
 
 QUERY_MAX_CHARS = 4_000
 KNOWLEDGE_IDS_MAX = 100
-K_RERANKER_MAX = 200
 
 
 # -- the lists: filtered, paged, never silently short --------------------------------------------------------------
@@ -263,6 +262,8 @@ async def search(
     changed_after: str | None = None,
     changed_before: str | None = None,
     min_score: float | None = None,
+    hybrid_search: bool | None = None,
+    bm25_weight: float | None = None,
 ) -> SearchResult:
     text = query.strip()
     if not text:
@@ -270,18 +271,19 @@ async def search(
     if len(text) > QUERY_MAX_CHARS:
         raise invalid_argument(f"query is {len(text)} characters long; the limit is {QUERY_MAX_CHARS}")
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
-    if k_reranker is not None:
-        check_range(k_reranker, "k_reranker", 1, K_RERANKER_MAX)
+    controls = hybrid.controls(k_reranker, hybrid_search, bm25_weight)
     if min_score is not None and not math.isfinite(min_score):
         raise invalid_argument("min_score must be a finite number")
     narrowed = filters.make_filter(where, changed_after, changed_before)
+    if controls.given:
+        hybrid.check_release(controls, await app.client.release())
     if folder is not None or narrowed is not None:
         if file_ids is not None:
             what = "folder" if folder is not None else "a filter (where, changed_after, changed_before)"
             raise invalid_argument(f"give {what} or file_ids, not both: file_ids already names the documents")
-        return await _search_narrowed(app, text, knowledge_ids, folder, narrowed, k, k_reranker, min_score)
+        return await _search_narrowed(app, text, knowledge_ids, folder, narrowed, k, controls, min_score)
     if file_ids is not None:
-        return await _search_documents(app, text, knowledge_ids, file_ids, k, k_reranker, min_score)
+        return await _search_documents(app, text, knowledge_ids, file_ids, k, controls, min_score)
     if knowledge_ids is None:
         listed = app.readable.remember(
             app.client, (normalize.knowledge_base(item) for item in await app.client.list_knowledge())
@@ -296,20 +298,28 @@ async def search(
         bases = await app.check_searchable(knowledge_ids)
     if not bases:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
-    body = await app.client.query_collection(bases, text, k, k_reranker)
+    body = await app.client.query_collection(bases, text, k, controls.fields())
     only_base = bases[0] if len(bases) == 1 else None
-    results = await _cited(app, body, k, min_score, knowledge_id=only_base)
+    results = await _cited(app, body, k, min_score, controls, knowledge_id=only_base)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
 async def _cited(
-    app: App, body: object, k: int, min_score: float | None, knowledge_id: str | None = None
+    app: App,
+    body: object,
+    k: int,
+    min_score: float | None,
+    controls: hybrid.Controls,
+    knowledge_id: str | None = None,
 ) -> list[Chunk]:
-    """The first `k` hits of a retrieval answer at or above `min_score`, each with its citation (page, lines, link).
+    """The first `k` hits of a retrieval answer at or above `min_score`, each with its citation (page, lines, link),
+    once the answer is known to come from the retrieval mode `controls` asked for.
 
     The threshold is applied here, on the relevance Open WebUI answers with (`distance`), in every retrieval mode and
     release: its own `r` works only in hybrid search and hides the best score a caller needs to hear about."""
     results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars, knowledge_id=knowledge_id)[:k]
+    if controls.given:
+        hybrid.confirm(controls, results, await app.client.release())
     sources = normalize.chunk_sources(body)[:k]
     if min_score is not None and results:
         kept = [i for i, chunk in enumerate(results) if chunk.distance is not None and chunk.distance >= min_score]
@@ -343,7 +353,7 @@ async def _search_documents(
     knowledge_ids: list[str] | None,
     file_ids: list[str],
     k: int,
-    k_reranker: int | None,
+    controls: hybrid.Controls,
     min_score: float | None,
 ) -> SearchResult:
     """Search inside chosen documents: Open WebUI keeps one collection per file, `file-<id>`."""
@@ -354,8 +364,8 @@ async def _search_documents(
     files = await app.check_files_searchable(file_ids)
     if not files:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
-    body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, k_reranker)
-    results = await _cited(app, body, k, min_score)
+    body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, controls.fields())
+    results = await _cited(app, body, k, min_score, controls)
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
 
@@ -366,7 +376,7 @@ async def _search_narrowed(
     folder: str | None,
     narrowed: filters.Filter | None,
     k: int,
-    k_reranker: int | None,
+    controls: hybrid.Controls,
     min_score: float | None,
 ) -> SearchResult:
     """Search the documents of the named bases that are in a folder (and the folders below it) and that a filter
@@ -421,10 +431,10 @@ async def _search_narrowed(
             f"no document {' and '.join(part for part in where if part)} is in "
             f"{', '.join(bases) or 'the named bases'}, so nothing was searched; {see}",
         )
-    body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, k_reranker)
+    body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, controls.fields())
     results = [
         chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
-        for chunk in await _cited(app, body, k, min_score)
+        for chunk in await _cited(app, body, k, min_score, controls)
     ]
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
@@ -561,6 +571,16 @@ async def _threshold_may_hide(app: App) -> bool:
     return bool(hybrid) and isinstance(threshold, int | float) and threshold > 0
 
 
+def _mode(app: App, found: list[Chunk]) -> str:
+    """What the probe's answer says about OPENWEBUI_HYBRID_SEARCH, when it disagrees with the mode that ran."""
+    ran = hybrid.ran_hybrid(found)
+    if ran and not app.settings.hybrid_search:
+        return "; Open WebUI ran hybrid search: OPENWEBUI_HYBRID_SEARCH=true lists knowledge_search's hybrid controls"
+    if ran is False and app.settings.hybrid_search:
+        return "; Open WebUI ran vector search only, so OPENWEBUI_HYBRID_SEARCH's controls do nothing here"
+    return ""
+
+
 async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> Probe:
     """Search a few bases for words taken from one of their own documents, through Open WebUI's embedding backend.
 
@@ -581,9 +601,10 @@ async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> Probe:
         query = probe_query(document.text)
         if not query:
             continue
-        body = await app.client.query_collection([base.knowledge_id], query, 3, None)
-        if normalize.chunks(body, chunk_max_chars=100):
-            return Probe(True, f"a search for words of a document in {base.name!r} found fragments")
+        body = await app.client.query_collection([base.knowledge_id], query, 3)
+        found = normalize.chunks(body, chunk_max_chars=100)
+        if found:
+            return Probe(True, f"a search for words of a document in {base.name!r} found fragments" + _mode(app, found))
         searched.append(base.name)
         if len(searched) == PROBE_BASES:
             break

@@ -13,10 +13,12 @@ from openwebui_rag_mcp.client.transport import ClientBase, Json, _object
 class RetrievalAPI(ClientBase):
     """Retrieval over bases, and the web loader."""
 
-    async def query_collection(self, collection_names: list[str], query: str, k: int, k_reranker: int | None) -> Json:
-        body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k}
-        if k_reranker is not None:
-            body["k_reranker"] = k_reranker
+    async def query_collection(
+        self, collection_names: list[str], query: str, k: int, controls: Mapping[str, Any] | None = None
+    ) -> Json:
+        """A vector (or, where the admin switched it on, hybrid) search; `controls` are further request fields
+        (`k_reranker`, `hybrid`, `hybrid_bm25_weight`: hybrid.Controls.fields)."""
+        body: dict[str, Any] = {"collection_names": collection_names, "query": query, "k": k, **(controls or {})}
         return await self._send("POST", "api/v1/retrieval/query/collection", json_body=body, read=True)
 
     async def fetch_web(self, url: str) -> str:
