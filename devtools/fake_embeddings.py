@@ -357,8 +357,11 @@ class FakeEmbeddingServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     allow_reuse_address = True
-    reranked = 0
-    _counting = threading.Lock()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reranked = 0
+        self._counting = threading.Lock()
 
     def count_rerank(self) -> None:
         with self._counting:

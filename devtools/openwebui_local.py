@@ -76,6 +76,10 @@ def venv_dir(version: str) -> Path:
     return CACHE_ROOT / "venvs" / version
 
 
+# Releases whose hybrid search cannot run as installed from PyPI today, and why.
+HYBRID_BROKEN = {"0.6.5": "its environment cannot run hybrid search (pyarrow there needs NumPy 2, it has 1.26)"}
+
+
 def has_external_reranker(version: str) -> bool:
     """Whether the installed release can call a reranker over HTTP (RAG_RERANKING_ENGINE=external; 0.6.43 can,
     0.6.5 cannot)."""

@@ -23,6 +23,13 @@ HITS = [  # (file_id, title, distance), in Open WebUI's order
     ("0000000b-aaaa-4bbb-8ccc-dddddddddddd", "Pager", 0.61),
 ]
 CONTROLS = ("k_reranker", "hybrid", "bm25_weight")
+NOW = 1_796_000_000  # 2026-11-30, within the filter's window below
+SCOPES = [
+    {"knowledge_ids": [KB]},
+    {"file_ids": [HITS[0][0]]},
+    {},
+    {"knowledge_ids": [KB], "changed_after": "2026-01-01"},
+]
 
 
 def upstream(
@@ -34,7 +41,13 @@ def upstream(
     router.get("/api/v1/knowledge/").respond(json=[base])
     router.get(f"/api/v1/knowledge/{KB}").respond(json={**base, "files": None})
     router.get(f"/api/v1/knowledge/{KB}/files").respond(
-        json={"items": [{"id": f, "filename": f"{t}.md", "meta": {"name": f"{t}.md"}} for f, t, _ in HITS], "total": 2}
+        json={
+            "items": [
+                {"id": f, "filename": f"{t}.md", "meta": {"name": f"{t}.md"}, "created_at": NOW, "updated_at": NOW}
+                for f, t, _ in HITS
+            ],
+            "total": 2,
+        }
     )
     for file_id, title, _ in HITS:
         router.get(f"/api/v1/files/{file_id}").respond(
@@ -88,7 +101,15 @@ async def test_the_controls_are_sent_as_open_webui_names_them(
     assert {key: value for key, value in sent(query).items() if key not in ("collection_names", "query", "k")} == fields
 
 
-@pytest.mark.parametrize("scope", [{"knowledge_ids": [KB]}, {"file_ids": [HITS[0][0]]}, {}])
+@pytest.mark.parametrize("scope", SCOPES)
+async def test_every_scope_sends_the_controls(router: respx.Router, scope: dict[str, Any]) -> None:
+    query = upstream(router, ran_hybrid=True)
+    failed, body = await search(router, **scope, hybrid=True, bm25_weight=0.5)
+    assert not failed, body
+    assert (sent(query)["hybrid"], sent(query)["hybrid_bm25_weight"]) == (True, 0.5)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
 async def test_asking_for_hybrid_where_it_did_not_run_is_refused(router: respx.Router, scope: dict[str, Any]) -> None:
     upstream(router, ran_hybrid=False)
     for arguments in ({"hybrid": True}, {"bm25_weight": 0.5}):
@@ -101,7 +122,11 @@ async def test_asking_for_hybrid_where_it_did_not_run_is_refused(router: respx.R
 
 @pytest.mark.parametrize(
     ("version", "why"),
-    [("0.6.5", "Open WebUI 0.6.5 ignores hybrid false (0.6.26 and later take it)"), ("0.12.4", "from 0.8.11 on")],
+    [
+        ("0.6.5", "Open WebUI 0.6.5 ignores hybrid false (0.6.26 and later take it)"),
+        ("0.6.43", "Open WebUI 0.6.43 should have taken it, as releases 0.6.26 to 0.8.10 do"),
+        ("0.12.4", "from 0.8.11 on"),
+    ],
 )
 async def test_vectors_only_where_hybrid_ran_anyway_is_refused(router: respx.Router, version: str, why: str) -> None:
     upstream(router, version, ran_hybrid=True)
@@ -119,6 +144,19 @@ async def test_vectors_only_where_the_vector_path_ran(router: respx.Router, vers
     assert not failed, body
     assert [hit["title"] for hit in body["results"]] == ["Rota", "Pager"]
     assert sent(query)["hybrid"] is False
+
+
+async def test_one_fragment_whose_own_score_matches_its_distance_is_no_hybrid_answer(router: respx.Router) -> None:
+    """Hybrid search scores every fragment; an upload's own `score` equal to a distance by chance proves nothing."""
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    upstream(router, ran_hybrid=False)
+    metadatas = [{"file_id": HITS[0][0], "score": 0.82}, {"file_id": HITS[1][0], "score": 5}]
+    router.post("/api/v1/retrieval/query/collection").respond(
+        json={"distances": [[0.82, 0.61]], "documents": [["a", "b"]], "metadatas": [metadatas]}
+    )
+    failed, body = await search(router, knowledge_ids=[KB], hybrid=True)
+    assert failed, body
+    assert "hybrid search is off in this Open WebUI" in body["message"]
 
 
 async def test_an_empty_answer_cannot_tell_the_mode_and_is_no_error(router: respx.Router) -> None:
@@ -140,6 +178,7 @@ async def test_min_score_holds_hybrid_scores(router: respx.Router) -> None:
         ("0.6.5", 0.5, "Open WebUI 0.6.5 takes no BM25 weight per search (0.6.12 and later do)"),
         ("0.8.12", 0, "reads a BM25 weight of 0 as 'use the admin setting' (0.10.0 and later"),
         ("0.6.43", 0.0, "reads a BM25 weight of 0 as 'use the admin setting'"),
+        ("a-fork-build", 0, "Open WebUI a-fork-build reads a BM25 weight of 0 as 'use the admin setting'"),
     ],
 )
 async def test_a_weight_the_release_would_misread_is_refused_before_searching(

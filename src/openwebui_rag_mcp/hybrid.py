@@ -84,7 +84,9 @@ def check_release(controls: Controls, release: Release) -> None:
             f"Open WebUI {release.version} takes no BM25 weight per search ({_version(BM25_WEIGHT)} and later do); "
             "search without bm25_weight. Nothing was searched",
         )
-    if weight == 0 and release.parts < BM25_WEIGHT_ZERO:
+    # A version that cannot be read is not taken to honour a 0: a fork that reads it as "the setting" would run
+    # hybrid search either way, so the answer could not show it.
+    if weight == 0 and (not release.known or release.parts < BM25_WEIGHT_ZERO):
         raise ToolFailure(
             "unsupported",
             f"Open WebUI {release.version} reads a BM25 weight of 0 as 'use the admin setting' "
@@ -94,10 +96,11 @@ def check_release(controls: Controls, release: Release) -> None:
 
 
 def ran_hybrid(chunks: Sequence[Chunk]) -> bool | None:
-    """Whether hybrid search produced these fragments; None when there are none to tell by."""
+    """Whether hybrid search produced these fragments; None when there are none to tell by. Hybrid search sets
+    `score` on every fragment; an upload's own `score` key (copied in by 0.11+) can match a distance only by chance."""
     if not chunks:
         return None
-    return any(chunk.score is not None and chunk.score == chunk.distance for chunk in chunks)
+    return all(chunk.score is not None and chunk.score == chunk.distance for chunk in chunks)
 
 
 def confirm(controls: Controls, chunks: Sequence[Chunk], release: Release) -> None:
@@ -117,8 +120,10 @@ def confirm(controls: Controls, chunks: Sequence[Chunk], release: Release) -> No
         first, last = VECTOR_ONLY_ON_REQUEST
         if release.parts < first:
             why = f"Open WebUI {release.version} ignores hybrid false ({_version(first)} and later take it)"
-        else:
+        elif release.parts >= last:
             why = f"from {_version(last)} on, Open WebUI runs hybrid search whenever {_SETTING} is on"
+        else:
+            why = f"Open WebUI {release.version} should have taken it, as releases {_version(first)} to 0.8.10 do"
         raise ToolFailure(
             "unsupported",
             f"this Open WebUI ran hybrid search although the search asked for vectors only: {why}; search without "

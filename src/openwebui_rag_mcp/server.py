@@ -310,7 +310,7 @@ async def knowledge_search(
             changed_after,
             changed_before,
             min_score,
-            hybrid_search=hybrid,
+            hybrid_wanted=hybrid,
             bm25_weight=bm25_weight,
         )
     )

@@ -262,7 +262,7 @@ async def search(
     changed_after: str | None = None,
     changed_before: str | None = None,
     min_score: float | None = None,
-    hybrid_search: bool | None = None,
+    hybrid_wanted: bool | None = None,
     bm25_weight: float | None = None,
 ) -> SearchResult:
     text = query.strip()
@@ -271,12 +271,10 @@ async def search(
     if len(text) > QUERY_MAX_CHARS:
         raise invalid_argument(f"query is {len(text)} characters long; the limit is {QUERY_MAX_CHARS}")
     k = check_range(top_k if top_k is not None else app.settings.top_k, "top_k", 1, TOP_K_MAX)
-    controls = hybrid.controls(k_reranker, hybrid_search, bm25_weight)
+    controls = hybrid.controls(k_reranker, hybrid_wanted, bm25_weight)
     if min_score is not None and not math.isfinite(min_score):
         raise invalid_argument("min_score must be a finite number")
     narrowed = filters.make_filter(where, changed_after, changed_before)
-    if controls.given:
-        hybrid.check_release(controls, await app.client.release())
     if folder is not None or narrowed is not None:
         if file_ids is not None:
             what = "folder" if folder is not None else "a filter (where, changed_after, changed_before)"
@@ -298,10 +296,17 @@ async def search(
         bases = await app.check_searchable(knowledge_ids)
     if not bases:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
-    body = await app.client.query_collection(bases, text, k, controls.fields())
+    body = await _query(app, bases, text, k, controls)
     only_base = bases[0] if len(bases) == 1 else None
     results = await _cited(app, body, k, min_score, controls, knowledge_id=only_base)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
+
+
+async def _query(app: App, collections: list[str], text: str, k: int, controls: hybrid.Controls) -> object:
+    """The one retrieval request of a search, once the release is known to read its hybrid controls as meant."""
+    if controls.given:
+        hybrid.check_release(controls, await app.client.release())
+    return await app.client.query_collection(collections, text, k, controls.fields())
 
 
 async def _cited(
@@ -364,7 +369,7 @@ async def _search_documents(
     files = await app.check_files_searchable(file_ids)
     if not files:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
-    body = await app.client.query_collection([f"file-{file_id}" for file_id in files], text, k, controls.fields())
+    body = await _query(app, [f"file-{file_id}" for file_id in files], text, k, controls)
     results = await _cited(app, body, k, min_score, controls)
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
@@ -431,7 +436,7 @@ async def _search_narrowed(
             f"no document {' and '.join(part for part in where if part)} is in "
             f"{', '.join(bases) or 'the named bases'}, so nothing was searched; {see}",
         )
-    body = await app.client.query_collection([f"file-{file_id}" for file_id in base_of], text, k, controls.fields())
+    body = await _query(app, [f"file-{file_id}" for file_id in base_of], text, k, controls)
     results = [
         chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
         for chunk in await _cited(app, body, k, min_score, controls)

@@ -264,7 +264,7 @@ async def test_bad_token_is_auth_on_reads(live_openwebui: Instance, seeded: Seed
 
 # Open WebUI applies RELEVANCE_THRESHOLD only in hybrid search (reference §6.2), so the test switches hybrid on with
 # it, except where hybrid search cannot run at all in the installed release.
-HYBRID_BROKEN = {"0.6.5": "its environment cannot run hybrid search (pyarrow there needs NumPy 2, it has 1.26)"}
+HYBRID_BROKEN = owui.HYBRID_BROKEN
 PROBE_LIKE = "openwebui-rag-mcp health probe"
 
 
