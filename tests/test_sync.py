@@ -4,6 +4,7 @@ interrupted replacement is finished by the next run, --dry-run changes nothing, 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import json
@@ -698,7 +699,8 @@ class Leases:
 async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Replicas of the HTTP transport serialise writes to a base through a Redis lease: sync takes the same one."""
+    """Replicas of the HTTP transport serialise the writes that change a base through a Redis lease: sync takes the
+    same one. Uploading a file changes no base (issue 18: uploads overlap, their attaches take turns)."""
     from openwebui_rag_mcp import inflight, locks, web
 
     leases = Leases()
@@ -717,8 +719,52 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     code, lines = await run(tmp_path, delete=True, env=env)
     assert code == OK, lines
     assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "add", "remove"}
-    assert [path for path, held in seen if not held] == []
+    assert [path for path, held in seen if not held and path != "/api/v1/files/"] == []
+    assert any(path == "/api/v1/files/" for path, _ in seen)
     assert leases.held == {}
+
+
+# -- files in flight at once (issue 18) ------------------------------------------------------------------------------
+
+
+def most_in_flight(base: Base) -> int:
+    """The most files uploaded and not yet attached at any point, from the requests in arrival order."""
+    in_flight = most = 0
+    for call in base.router.calls:
+        path = call.request.url.path
+        if call.request.method == "POST" and path == "/api/v1/files/":
+            in_flight += 1
+            most = max(most, in_flight)
+        elif path.endswith("/file/add"):
+            in_flight -= 1
+    return most
+
+
+@pytest.mark.parametrize(("concurrency", "bounds"), [(1, (1, 1)), (4, (2, 4))])
+async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
+    base: Base, tmp_path: Path, concurrency: int, bounds: tuple[int, int]
+) -> None:
+    """Each file still ends confirmed (attached after its processing); `concurrency` bounds how many are in flight,
+    so no more than that many files' bytes are held at once."""
+
+    async def processing(request: httpx.Request, file_id: str) -> httpx.Response:
+        await asyncio.sleep(0.001)  # Open WebUI processes elsewhere: the upload's task gives way meanwhile
+        return httpx.Response(200, json={"status": "completed"})
+
+    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").mock(side_effect=processing)
+    for i in range(12):
+        (tmp_path / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nText {i}.")
+    code, lines = await run(tmp_path, concurrency=concurrency)
+    assert code == OK, lines
+    assert len(base.members) == 12
+    low, high = bounds
+    assert low <= most_in_flight(base) <= high
+    assert sorted(line for line in lines if line.startswith("add ")) == [
+        f"add      note-{i:02d}.md: ok" for i in range(12)
+    ]
+    assert lines[-1] == "done: 12 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
+    code, again = await run(tmp_path, concurrency=concurrency)
+    assert (code, again[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 12 unchanged, 0 failed")
 
 
 # -- which folder a document is from: the source id (issue 16) -------------------------------------------------------

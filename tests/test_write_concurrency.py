@@ -1,8 +1,9 @@
-"""Concurrent writes through one MCP session are serialised; reads are not held up by them.
+"""Concurrent writes through one MCP session: their attaches to a base take turns, their uploads do not wait for each
+other (issue 18), and reads are not held up by them.
 
-The mocked Open WebUI answers asynchronously with small delays, so without the write lock the sequences of
-20 concurrent knowledge_add calls would interleave. The mock records every request in arrival order, tagged
-with the sequence it belongs to, and the test checks that each sequence's requests are contiguous.
+The mocked Open WebUI answers asynchronously with small delays, so without the write lock the attaches of 20
+concurrent knowledge_add calls would overlap. The mock counts the attaches in flight and records every request in
+arrival order, tagged with the sequence it belongs to.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Upstream:
     polls: Counter[int] = field(default_factory=Counter)
     searches: list[int] = field(default_factory=list)  # how many documents were attached when each search arrived
     first_write: asyncio.Event = field(default_factory=asyncio.Event)
+    attaching: int = 0  # attaches in flight now
+    most_attaching: int = 0
 
     def __post_init__(self) -> None:
         r = self.router
@@ -90,7 +93,12 @@ class Upstream:
     async def _add(self, request: httpx.Request, kb: str) -> httpx.Response:
         sequence = FILES.index(json.loads(request.content)["file_id"])
         self.log.append((sequence, "attach"))
-        await asyncio.sleep(DELAY)
+        self.attaching += 1
+        self.most_attaching = max(self.most_attaching, self.attaching)
+        try:
+            await asyncio.sleep(DELAY)
+        finally:
+            self.attaching -= 1
         return httpx.Response(200, json={"id": kb, "name": f"База {sequence}", "files": [], "write_access": False})
 
     async def _search(self, request: httpx.Request) -> httpx.Response:
@@ -151,7 +159,7 @@ async def add_all(client: Client, done: dict[int, float], results: dict[int, dic
             group.start_soon(add, i)
 
 
-async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream: Upstream) -> None:
+async def test_concurrent_attaches_take_turns_uploads_overlap_and_reads_are_not_held(upstream: Upstream) -> None:
     server = create_server(make_settings(), transport=mock_transport(upstream.router))
     loop = asyncio.get_running_loop()
     write_done: dict[int, float] = {}
@@ -180,18 +188,19 @@ async def test_concurrent_writes_are_serialised_and_reads_are_not_held(upstream:
     for i, added in results.items():
         assert (added["ok"], added["knowledge_id"], added["file_id"]) == (True, KBS[0], FILES[i])
 
-    # No two write sequences overlap: each one's requests are contiguous and complete.
-    assert interleavings(upstream.log) == []
+    # Attaches took turns; the uploads and their processing went on side by side; each sequence is complete, in order.
+    assert upstream.most_attaching == 1
+    assert interleavings(upstream.log) != []
     steps: dict[int, list[str]] = {}
     for sequence, step in upstream.log:
         steps.setdefault(sequence, []).append(step)
     assert steps == dict.fromkeys(range(N), STEPS)
 
-    # Reads went past the lock: counted, not timed, so load cannot make this flaky. The searches, started once the
-    # writes were under way, all reached Open WebUI while most documents were still waiting their turn.
+    # Reads went past the lock: counted, not timed, so load cannot make this flaky. The first search, started once
+    # the writes were under way, reached Open WebUI while most documents were still to be attached.
     assert len(search_done) == SEARCHES
     assert len(upstream.searches) == SEARCHES
-    assert max(upstream.searches) <= N // 2, upstream.searches
+    assert upstream.searches[0] <= N // 2, upstream.searches
 
 
 class _NoLock:
@@ -216,7 +225,7 @@ class _NoLocks:
 
 
 async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A control for the test above: with the lock replaced by a no-op, the same writes interleave."""
+    """A control for the test above: with the lock replaced by a no-op, the same attaches overlap."""
 
     def unlocked_app(*, settings: Settings, client: OpenWebUIClient, locks: WriteLocks, inflight: Inflight) -> App:
         return App(settings=settings, client=client, locks=_NoLocks(), inflight=inflight)
@@ -228,7 +237,7 @@ async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypa
         await add_all(client, {}, results)
 
     assert sorted(results) == list(range(N))
-    assert interleavings(upstream.log) != []
+    assert upstream.most_attaching > 1
 
 
 async def test_writes_to_different_bases_do_not_wait_for_each_other(upstream: Upstream) -> None:

@@ -46,11 +46,16 @@ class LosableLocks:
     def __init__(self) -> None:
         self.lease = Lease()
         self.held = 0
+        self.holding = False  # inside a hold right now
 
     @asynccontextmanager
     async def _held(self) -> AsyncIterator[Lease]:
         self.held += 1
-        yield self.lease
+        self.holding = True
+        try:
+            yield self.lease
+        finally:
+            self.holding = False
 
     def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
         return self._held()
@@ -90,13 +95,42 @@ def losing(locks: LosableLocks, then: Any) -> Any:
 # -- 7a: a lost lease stops the write --------------------------------------------------------------------------
 
 
-async def test_a_lease_lost_before_the_upload_sends_nothing() -> None:
+async def test_an_upload_holds_the_lock_only_around_its_attach() -> None:
+    """Issue 18: uploads to one base upload and process side by side; only the attach, the request that changes the
+    base, takes the base's lock."""
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    seen: dict[str, list[bool]] = {}
+
+    def noting(step: str, then: Any) -> Any:
+        def effect(request: httpx.Request) -> httpx.Response:
+            seen.setdefault(step, []).append(locks.holding)
+            response: httpx.Response = then(request) if callable(then) else then
+            return response
+
+        return effect
+
+    upstream.base.side_effect = noting("base", upstream._base)
+    upstream.upload.side_effect = noting("upload", upstream.upload.side_effect or upstream.upload.return_value)
+    upstream.status.side_effect = noting("status", httpx.Response(200, json={"status": "completed"}))
+    upstream.add.side_effect = noting("attach", upstream.add.side_effect or upstream.add.return_value)
+    ok_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert {step: set(held) for step, held in seen.items()} == {
+        "base": {False},
+        "upload": {False},
+        "status": {False},
+        "attach": {True},
+    }
+    assert locks.held == 1
+
+
+async def test_a_lease_lost_before_the_attach_removes_the_upload() -> None:
     upstream, locks = Upstream(new_router()), LosableLocks()
     upstream.base.side_effect = losing(locks, upstream._base)
     error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
-    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "upload", "not_applied", None)
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "attach", "not_applied", None)
     assert "lost" in error.message
-    assert upstream.upload.call_count == 0
+    assert REMOVED_AGAIN.search(error.message), error.message
+    assert (upstream.upload.call_count, upstream.add.call_count, upstream.delete.call_count) == (1, 0, 1)
 
 
 async def test_a_lease_lost_while_processing_stops_before_the_attach_and_removes_the_file() -> None:

@@ -54,6 +54,14 @@ def _count(text: str) -> int:
     return value
 
 
+def _concurrency(text: str) -> int:
+    from openwebui_rag_mcp.sync import CONCURRENCY_MAX
+
+    if not text.isdigit() or not 1 <= int(text) <= CONCURRENCY_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of files from 1 to {CONCURRENCY_MAX}")
+    return int(text)
+
+
 def _source_id(text: str) -> str:
     from openwebui_rag_mcp.sync import is_source_id
 
@@ -101,6 +109,13 @@ def main(argv: list[str] | None = None) -> None:
         help="sync: this folder's id in the base (1 to 32 letters, digits, - and _), the same on every run; by "
         "default a random one the first run keeps in the folder's .openwebui-rag-mcp-sync (give it when the folder "
         "cannot be written)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=None,
+        metavar="N",
+        help="sync: files uploaded and processed at once (1 to 16, default 4); their attaches to the base take turns",
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     parser.add_argument(
@@ -152,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(EXIT_CONFIG)
         import asyncio
 
-        from openwebui_rag_mcp.sync import sync
+        from openwebui_rag_mcp.sync import CONCURRENCY, sync
 
         code = asyncio.run(
             sync(
@@ -165,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                 tty=sys.stderr.isatty(),
                 max_delete=args.max_delete,
                 source=args.source,
+                concurrency=args.concurrency or CONCURRENCY,
             )
         )
         sys.exit(code)

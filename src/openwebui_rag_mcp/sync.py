@@ -46,7 +46,9 @@ How the base says which version of which file it holds, and whose it is, depends
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import hashlib
 import mimetypes
 import os
@@ -54,7 +56,7 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +73,9 @@ from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
 DELETE_FEW = 5
+# Files in flight at once: each holds its bytes and one upload, processing side by side; attaches take turns.
+CONCURRENCY = 4
+CONCURRENCY_MAX = 16
 SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
 SOURCE_KEY = "sync_source"  # next to it: the id of the folder it came from
 SOURCE_FILE = ".openwebui-rag-mcp-sync"  # in the synced folder (hidden, so never synced itself): the folder's id
@@ -504,6 +509,8 @@ class Folders:
             parent, _, name = path.rpartition("/")
             parent_id = await self.id_of(app, knowledge_id, parent)
             async with app.locks.hold(knowledge_id) as lease:
+                if path in self.ids:  # made by another of this run's uploads while this one waited its turn
+                    return self.ids[path]
                 lease.check()  # a lost lease: another replica may be writing to the base
                 try:
                     self.ids[path] = await app.client.create_folder(knowledge_id, name, parent_id)
@@ -526,6 +533,7 @@ async def sync(
     tty: bool,
     max_delete: int | None = None,
     source: str | None = None,
+    concurrency: int = CONCURRENCY,
 ) -> int:
     from openwebui_rag_mcp.server import running_app
     from openwebui_rag_mcp.web import make_locks
@@ -543,7 +551,7 @@ async def sync(
         async with running_app(settings, locks=locks, recover_at_start=False) as app:
             if not dry_run:  # first what an interrupted run (killed, or Open WebUI gone) left in no base
                 await app.recover_uploads_quietly()
-            run = _Run(app, folder, knowledge_id, origin.id, say, tty)
+            run = _Run(app, folder, knowledge_id, origin.id, say, tty, concurrency=concurrency)
             return await run.sync(dry_run=dry_run, delete=delete, max_delete=max_delete)
     finally:
         await locks.aclose()
@@ -623,6 +631,7 @@ class _Run:
     tty: bool
     folders: Folders = field(default_factory=Folders)
     mirrored: bool = False
+    concurrency: int = CONCURRENCY
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
@@ -697,28 +706,36 @@ class _Run:
         self.say("dry run: nothing was changed")
 
     async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str]) -> int:
-        steps: list[tuple[str, LocalFile, list[RemoteFile]]] = [("add", file, []) for file in todo.add]
-        steps += [("replace", file, old) for file, old in todo.replace]
-        total = len(steps) + len(todo.renamed) + len(removals)
+        """Renames, additions and replacements `concurrency` at a time (each holds one file's bytes; their attaches
+        take turns under the base's lock), then the removals: a document goes only once every upload that could
+        replace it has ended. One line per file as each ends."""
+        steps: list[tuple[str, str, Callable[[], Awaitable[Problem | None]]]] = [
+            ("rename", file.relative, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
+        ]
+        steps += [("add", file.relative, functools.partial(self._replace, file, [])) for file in todo.add]
+        steps += [("replace", file.relative, functools.partial(self._replace, file, old)) for file, old in todo.replace]
+        total = len(steps) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
+        turns = asyncio.Semaphore(self.concurrency)
 
-        def count(action: str, what: str, name: str, problem: Problem | None) -> None:
+        async def run(action: str, name: str, step: Callable[[], Awaitable[Problem | None]]) -> None:
+            nonlocal done
+            async with turns:
+                problem = await step()
+            done += 1
             _report(self.say, self.tty, done, total, f"{action:<8} {name}", problem)
             if problem:
                 failed.append(f"{name}: {problem}")
             else:
-                succeeded[what] += 1
+                succeeded[action] += 1
 
-        for file, moved in todo.renamed:
-            done += 1
-            count("rename", "rename", file.relative, await self._rename(file, moved))
-        for action, file, old in steps:
-            done += 1
-            count(action, action, file.relative, await self._replace(file, old))
-        for entry in removals:
-            done += 1
-            count("remove", "remove", entry.key, await self._remove(entry))
+        async with anyio.create_task_group() as group:
+            for action, name, step in steps:
+                group.start_soon(run, action, name, step)
+        async with anyio.create_task_group() as group:
+            for entry in removals:
+                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
         self.say(
             f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"

@@ -14,7 +14,7 @@ import mimetypes
 import re
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -441,37 +441,37 @@ class Uploaded:
 async def upload_to_base(
     app: App, knowledge_id: str, upload: Upload, progress: Progress, *, text: str | None, tool: str
 ) -> Uploaded:
-    """Upload, wait until Open WebUI has processed the file, attach it to the base; under the base's write lock.
+    """Upload, wait until Open WebUI has processed the file, attach it to the base under the base's write lock.
 
-    `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
-    empty extraction is a failure of the processing stage)."""
+    Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
+    list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
+    upload and process side by side while their attaches take turns. `text` is the document's own text when we wrote
+    it; None for a file whose text Open WebUI extracts (then an empty extraction is a failure of the processing
+    stage)."""
     release = await _release(app, "upload")
     await app.recover_uploads_quietly()  # what a dead writer with this credential left
-    async with app.locks.hold(knowledge_id) as lease:
-        await _check_writable(app, knowledge_id)
-        _still_held(lease, "upload")
-        await _tell(progress, 1, 4, "uploading")
-        await checkpoint()  # a call cancelled by now uploads nothing
-        # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or
-        # the next write with this credential, or `openwebui-rag-mcp recover`) finds and removes.
-        async with _journaled(app, release, knowledge_id, upload) as tracked:
-            # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end
-            # even when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the
-            # file id, is always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the
-            # upload request.
-            with anyio.CancelScope(shield=True):
-                done = await _upload_and_attach(app, release, knowledge_id, upload, text, progress, lease, tracked)
-        try:
-            await checkpoint()
-        except anyio.get_cancelled_exc_class():
-            log.warning(
-                "%s was cancelled by the client once its upload had begun; it finished anyway: file %s is in knowledge "
-                "base %s",
-                tool,
-                done.file_id,
-                knowledge_id,
-            )
-            raise
+    await _check_writable(app, knowledge_id)
+    await _tell(progress, 1, 4, "uploading")
+    await checkpoint()  # a call cancelled by now uploads nothing
+    # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or the
+    # next write with this credential, or `openwebui-rag-mcp recover`) finds and removes.
+    async with _journaled(app, release, knowledge_id, upload) as tracked:
+        # Open WebUI may store the file before it answers, so from the upload on the sequence runs to its end even
+        # when the client cancels the call (TypeScript clients give up after 60 s): the answer, with the file id, is
+        # always read, and the file ends attached or removed again. OPENWEBUI_TIMEOUT bounds the upload request.
+        with anyio.CancelScope(shield=True):
+            done = await _upload_and_attach(app, release, knowledge_id, upload, text, progress, tracked)
+    try:
+        await checkpoint()
+    except anyio.get_cancelled_exc_class():
+        log.warning(
+            "%s was cancelled by the client once its upload had begun; it finished anyway: file %s is in knowledge "
+            "base %s",
+            tool,
+            done.file_id,
+            knowledge_id,
+        )
+        raise
     return done
 
 
@@ -498,7 +498,6 @@ async def _upload_and_attach(
     upload: Upload,
     text: str | None,
     progress: Progress,
-    lease: Lease,
     tracked: Tracked | None,
 ) -> Uploaded:
     """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
@@ -519,7 +518,7 @@ async def _upload_and_attach(
     if tracked is not None:
         await tracked.uploaded(uploaded.file_id)
     try:
-        done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, lease)
+        done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
     except ToolFailure as failure:
         if tracked is not None and failure.outcome == "not_applied":  # the file was removed again
             tracked.settle()
@@ -552,7 +551,6 @@ async def _process_and_attach(
     text: str | None,
     progress: Progress,
     upload: Upload,
-    lease: Lease,
 ) -> Uploaded:
     """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
     even that fails, named in the error)."""
@@ -566,10 +564,20 @@ async def _process_and_attach(
     content = text if text is not None else extracted or ""
 
     await _tell(progress, 3, 4, "attaching")
-    try:
-        lease.check()  # deleting the file again is safe without the lock: it touches no base's file list
-    except ToolFailure as failure:
-        raise await _discard(app, file_id, failure, "attach") from None
+    async with AsyncExitStack() as held:
+        try:
+            lease = await held.enter_async_context(app.locks.hold(knowledge_id))
+            lease.check()
+        except ToolFailure as failure:  # deleting the file again is safe without the lock: it is in no base
+            raise await _discard(app, file_id, failure, "attach") from None
+        await _attach(app, release, knowledge_id, file_id, upload, content)
+    await _tell(progress, 4, 4, "done")
+    return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
+
+
+async def _attach(app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload, content: str) -> None:
+    """Link a processed file to the base, under its write lock: it ends linked (read back before 0.6.42) or removed
+    again, or named in the error when even that fails."""
     try:
         await app.client.add_file(knowledge_id, file_id, upload.folder_id)
     except ToolFailure as failure:
@@ -593,8 +601,6 @@ async def _process_and_attach(
         ) from None
     if not release.attach_is_atomic:
         await _confirm_attached(app, knowledge_id, file_id)
-    await _tell(progress, 4, 4, "done")
-    return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
 
 
 async def _confirm_attached(app: App, knowledge_id: str, file_id: str) -> None:
