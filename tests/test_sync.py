@@ -223,7 +223,7 @@ class Base:
 @pytest.fixture(params=["0.12.4", "0.10.2", "0.8.12"])
 def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
     mocked = Base(request.param)
-    from openwebui_rag_mcp import server
+    from openwebui_rag_mcp import runtime as server
 
     original = server.running_app
 
@@ -336,7 +336,7 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     mark = {"synced_by": SYNCED_BY, "sync_source": source}
     name, metadata = ("a.md", mark) if base.mirrored else (synced_name(local[0], source), {})
     upload = writes.Upload(name, b"# two", "text/markdown", metadata)
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
@@ -374,7 +374,7 @@ def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:
 @pytest.fixture(params=["0.12.4", "0.10.2"])
 def mirror(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
     mocked = Base(request.param)
-    from openwebui_rag_mcp import server
+    from openwebui_rag_mcp import runtime as server
 
     original = server.running_app
     monkeypatch.setattr(
@@ -423,7 +423,7 @@ async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Ba
     """Someone's own upload at the same path (Open WebUI's interface, an agent) is not the command's to replace or
     remove: only uploads marked `synced_by` are."""
     (tmp_path / "a.md").write_text("# mine, from the folder")
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         upload = writes.Upload("a.md", b"# someone else's", "text/markdown", {"title": "a.md"})
@@ -444,7 +444,7 @@ async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base,
     (tmp_path / "b.md").write_text("# B")
     (tmp_path / sync_module.SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
     local = {file.relative: file for file in scan(tmp_path, 10**6)[0]}
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         mark = {sync_module.SOURCE_KEY: "handbook1"}
@@ -472,7 +472,7 @@ async def test_the_same_file_put_there_by_someone_else_is_held_not_uploaded_agai
     """Open WebUI's own folder upload (or a person) put the file at the same path: the command counts it as held and
     never removes it."""
     (tmp_path / "a.md").write_text("# A")
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         upload = writes.Upload("a.md", b"# A", "text/markdown", {})
@@ -701,11 +701,11 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
 ) -> None:
     """Replicas of the HTTP transport serialise the writes that change a base through a Redis lease: sync takes the
     same one. Uploading a file changes no base (issue 18: uploads overlap, their attaches take turns)."""
-    from openwebui_rag_mcp import inflight, locks, web
+    from openwebui_rag_mcp import inflight, locks, runtime
 
     leases = Leases()
     monkeypatch.setattr(locks, "RedisLeaseStore", lambda url: leases)
-    monkeypatch.setattr(web, "RedisLeaseStore", lambda url: leases, raising=False)
+    monkeypatch.setattr(runtime, "RedisLeaseStore", lambda url: leases)
     monkeypatch.setattr(inflight, "RedisJournal", lambda url: inflight.FileJournal(tmp_path.parent / "journal"))
     seen: list[tuple[str, bool]] = []
     base.on_write = lambda path: seen.append((path, f"openwebui-rag-mcp:write:{KB}" in leases.held))
@@ -802,7 +802,7 @@ async def test_a_document_filed_by_hand_under_an_old_synced_name_is_not_the_comm
 ) -> None:
     """Only the mark the command writes with this folder's source id makes a document its own: a name that looks
     like an old synced name neither switches a base with folders to names nor is removed by --delete."""
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         upload = writes.Upload("report~0123456789ab.md", b"# filed by hand", "text/markdown", {})
@@ -830,7 +830,7 @@ async def test_documents_of_an_earlier_version_without_a_source_are_held_never_r
     is removed by --delete, and none is taken by the rename rule."""
     for name in ("keep.md", "gone.md", "moved.md"):
         (tmp_path / name).write_text(f"# {name}")
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         for file in scan(tmp_path, 10**6)[0]:
@@ -913,7 +913,7 @@ def test_a_link_swapped_in_after_the_look_is_never_read(tmp_path: Path, monkeypa
 async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base: Base, tmp_path: Path) -> None:
     """Someone who knows the folder's source id files a document under a name carrying it: on a release with folders
     (which keeps upload metadata) the name alone neither switches the base to names nor makes --delete remove it."""
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
         upload = writes.Upload("report~laptop~0123456789ab.md", b"# filed by hand", "text/markdown", {})

@@ -21,8 +21,7 @@ import pytest
 import respx
 from mcp import Client
 
-from openwebui_rag_mcp import server as server_module
-from openwebui_rag_mcp import writes
+from openwebui_rag_mcp import runtime, writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
@@ -230,7 +229,7 @@ async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypa
     def unlocked_app(*, settings: Settings, client: OpenWebUIClient, locks: WriteLocks, inflight: Inflight) -> App:
         return App(settings=settings, client=client, locks=_NoLocks(), inflight=inflight)
 
-    monkeypatch.setattr(server_module, "App", unlocked_app)
+    monkeypatch.setattr(runtime, "App", unlocked_app)
     server = create_server(make_settings(), transport=mock_transport(upstream.router))
     results: dict[int, dict[str, Any]] = {}
     async with Client(server, raise_exceptions=True) as client:

@@ -487,7 +487,7 @@ async def recover_command(
 ) -> int:
     """`openwebui-rag-mcp recover`: settle now what dead writers with this key left; 0 when nothing of this key is
     left, 1 when something could not be settled (said why), 5 when the journal cannot be read."""
-    from openwebui_rag_mcp.server import running_app
+    from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(settings, transport=transport, recover_at_start=False) as app:
         assert app.inflight is not None

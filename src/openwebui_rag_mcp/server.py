@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Annotated, Any
@@ -37,12 +36,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from openwebui_rag_mcp import __version__, exact, normalize, remote, tools, writes
 from openwebui_rag_mcp.app import App, writes_refused
-from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ALIASES, SWITCHED_ON_TOOLS, TOP_K_MAX, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.hybrid import K_RERANKER_MAX
-from openwebui_rag_mcp.inflight import make_journal
-from openwebui_rag_mcp.locks import LocalLocks, WriteLocks
 from openwebui_rag_mcp.models import (
     DocumentAdded,
     DocumentRemoved,
@@ -60,6 +56,7 @@ from openwebui_rag_mcp.models import (
     KnowledgeRenamed,
     SearchResult,
 )
+from openwebui_rag_mcp.runtime import running_app
 
 log = logging.getLogger(__name__)
 
@@ -619,48 +616,6 @@ def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
     if name in SWITCHED_ON_TOOLS and not settings.allow_delete_base:  # switched on by the operator only
         return False
     return settings.tool_enabled(name) and not (settings.read_only and not hints.read_only_hint)
-
-
-def _warm_up_done(task: asyncio.Task[None]) -> None:
-    """Read the warm-up's outcome, so a failure is logged once and never reported as "never retrieved"."""
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        log.warning("reading the Open WebUI release at start failed; will retry on the next call", exc_info=error)
-
-
-@asynccontextmanager
-async def running_app(
-    settings: Settings,
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    locks: WriteLocks | None = None,
-    recover_at_start: bool = True,
-) -> AsyncIterator[App]:
-    """The per-process `App`: one Open WebUI client, warmed up at once (and, with `recover_at_start`, the uploads a
-    dead process with this key left in flight settled), closed at the end."""
-    client = OpenWebUIClient(settings, transport=transport)
-    inflight = make_journal(settings)
-    app = App(settings=settings, client=client, locks=locks or LocalLocks(), inflight=inflight)
-    warm_up = asyncio.create_task(_start(app, recover_at_start))
-    warm_up.add_done_callback(_warm_up_done)
-    try:
-        yield app
-    finally:
-        warm_up.cancel()
-        # Let the cancelled warm-up finish before its client closes; its outcome is the callback's to read.
-        await asyncio.wait([warm_up])
-        await client.aclose()
-        await inflight.aclose()
-
-
-async def _start(app: App, recover: bool) -> None:
-    """Warm the client up; then, with a key of its own, settle what a dead process with that key left in flight."""
-    await app.client.warm_up()
-    # Never in read-only mode: a server the operator made read-only deletes nothing, even what it once left.
-    if recover and app.settings.api_key.get_secret_value() and not app.settings.read_only:
-        await app.recover_uploads_quietly()
 
 
 def create_server(

@@ -535,8 +535,7 @@ async def sync(
     source: str | None = None,
     concurrency: int = CONCURRENCY,
 ) -> int:
-    from openwebui_rag_mcp.server import running_app
-    from openwebui_rag_mcp.web import make_locks
+    from openwebui_rag_mcp import runtime
 
     try:
         origin = folder_source(folder, source, create=not dry_run)
@@ -546,9 +545,9 @@ async def sync(
     if origin.note:
         say(origin.note)
     # The server's write locks: with REDIS_URL, the lease of the base that its replicas take too.
-    locks = make_locks(settings)
+    locks = runtime.make_locks(settings)
     try:
-        async with running_app(settings, locks=locks, recover_at_start=False) as app:
+        async with runtime.running_app(settings, locks=locks, recover_at_start=False) as app:
             if not dry_run:  # first what an interrupted run (killed, or Open WebUI gone) left in no base
                 await app.recover_uploads_quietly()
             run = _Run(app, folder, knowledge_id, origin.id, say, tty, concurrency=concurrency)

@@ -50,7 +50,6 @@ from openwebui_rag_mcp.app import App, calling_as, reading_only
 from openwebui_rag_mcp.client import acting_as
 from openwebui_rag_mcp.config import _FALSE, _TRUE, Settings  # the configuration's words for yes and no
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks, RedisLeaseStore, WriteLocks
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("openwebui_rag_mcp.access")
@@ -365,14 +364,6 @@ class AccessLog:
             )
 
 
-def make_locks(settings: Settings) -> WriteLocks:
-    if settings.redis_url is None:
-        return LocalLocks()
-    # Long enough for the slowest write to wait its turn behind another.
-    wait = settings.process_timeout + 4 * settings.timeout
-    return LeaseLocks(RedisLeaseStore(settings.redis_url.get_secret_value()), wait_seconds=wait)
-
-
 def build_app(
     settings: Settings,
     *,
@@ -380,7 +371,8 @@ def build_app(
     clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
     """The ASGI application of the HTTP transport (uvicorn runs it; tests may drive it directly)."""
-    from openwebui_rag_mcp.server import create_server, running_app
+    from openwebui_rag_mcp.runtime import make_locks, running_app
+    from openwebui_rag_mcp.server import create_server
 
     state: dict[str, App] = {}
 
