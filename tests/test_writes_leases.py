@@ -120,7 +120,15 @@ async def test_an_upload_holds_the_lock_only_around_its_attach() -> None:
         "status": {False},
         "attach": {True},
     }
-    assert locks.held == 1
+    assert locks.held == 2  # taken and given back at once before the upload, then for the attach
+
+
+async def test_a_lock_that_cannot_be_had_refuses_before_the_upload() -> None:
+    upstream, locks = Upstream(new_router()), LosableLocks()
+    locks.lease.lose("the test lost it")
+    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("conflict", "upload", "not_applied", None)
+    assert upstream.upload.call_count == 0
 
 
 async def test_a_lease_lost_before_the_attach_removes_the_upload() -> None:
@@ -184,7 +192,7 @@ async def test_a_held_lease_changes_nothing_in_a_write() -> None:
     upstream, locks = Upstream(new_router()), LosableLocks()
     added = ok_of(await call_with(upstream, locks, "knowledge_add", add_args()))
     assert added["file_id"] == FILE
-    assert locks.held == 1
+    assert locks.held == 2  # before the upload, and for the attach
 
 
 # -- 7b: before 0.6.42 an acknowledged attach is confirmed ----------------------------------------------------------

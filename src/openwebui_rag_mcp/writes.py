@@ -450,6 +450,10 @@ async def upload_to_base(
     stage)."""
     release = await _release(app, "upload")
     await app.recover_uploads_quietly()  # what a dead writer with this credential left
+    # The lock taken and given back at once: one that cannot be taken (Redis unreachable, a lost lease) refuses the
+    # write before anything is sent, rather than after an upload that must then be removed again.
+    async with app.locks.hold(knowledge_id) as lease:
+        _still_held(lease, "upload")
     await _check_writable(app, knowledge_id)
     await _tell(progress, 1, 4, "uploading")
     await checkpoint()  # a call cancelled by now uploads nothing

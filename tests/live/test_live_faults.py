@@ -163,9 +163,10 @@ async def test_a_replica_killed_mid_write_leaves_nothing_and_frees_the_base(
 async def test_redis_lost_during_a_write_stops_it_before_its_next_request(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """Redis dies while a write is between its upload and its attach: once the lease can no longer be confirmed the
-    write stops before attaching (another replica may hold the base by then), removes its file and says
-    `conflict`/`not_applied`; the base is unchanged, nothing is left in no base, and reads go on."""
+    """Redis dies while a write is between its upload and its attach: the base's lease, taken for the attach, cannot
+    be had, so the write stops before attaching (another replica may hold the base by then), removes its file and
+    says `upstream_unavailable`/`not_applied` at `attach`; the base is unchanged, nothing is left in no base, and reads
+    go on."""
     if not_on_this_release(RELEASES, WHY):
         return
     inst = lazily(request)
@@ -198,7 +199,8 @@ async def test_redis_lost_during_a_write_stops_it_before_its_next_request(
                 held.release.set()
             body = outcome["body"]
             assert outcome["error"], body
-            assert (body["code"], body["outcome"], body["stage"]) == ("conflict", "not_applied", "attach"), body
+            assert (body["code"], body["outcome"], body["stage"]) == ("upstream_unavailable", "not_applied", "attach")
+            assert "was removed again" in body["message"], body
             assert owui.files_of(inst, knowledge_id) == set()
             assert not strays(inst, before, knowledge_id)
             async with mcp_http(f"{replica.url}/mcp", token) as server:
