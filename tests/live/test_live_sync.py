@@ -322,7 +322,7 @@ def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Inst
     check(len(names) == len(set(names)), f"duplicate documents after the kill and a new run: {names}")
     check(names == final_names, f"after the kill and a new run: {sorted(set(names) ^ set(final_names))} differ")
     # A kill leaves up to --concurrency uploads in flight; the next run's recovery removes those in no base (at most
-    # one whose answer never came may be past finding; test_live_sync_scale holds 500 files to none).
+    # one whose answer never came may be past finding).
     orphans = owui.file_ids(inst) - files_before - set(documents_of(inst, other))
     check(len(orphans) <= 1, f"the killed run and the next left {len(orphans)} uploads in no base: {orphans}")
     timings.append(f"uploads left in no base by the kill: {len(orphans)}")
