@@ -59,6 +59,7 @@ class FakeUpstream:
     files: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     unreadable: bool = False
+    statuses: dict[str, str] = field(default_factory=dict)  # file_id -> processing status (default "completed")
 
     async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
         if self.unreadable:
@@ -74,15 +75,20 @@ class FakeUpstream:
         self.deleted.append(file_id)
         return {}
 
+    async def process_status(self, file_id: str) -> str:
+        return self.statuses.get(file_id, "completed")
+
 
 def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
     now = clock or [1_000_000.0]
     return Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=45, clock=lambda: now[0])
 
 
-async def abandon(inflight: Inflight, file_id: str | None, owner: str = OWNER) -> None:
+async def abandon(inflight: Inflight, file_id: str | None, owner: str = OWNER, *, links_itself: bool = False) -> None:
     """A write that ends without settling its upload (killed, or its file could not be removed again)."""
-    async with inflight.tracking(owner, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
+    async with inflight.tracking(
+        owner, "kb", "a.md", b"hello", marked=False, answer_within=60, links_itself=links_itself
+    ) as tracked:
         if file_id is not None:
             await tracked.uploaded(file_id)
         raise RuntimeError("the write ended without settling")
@@ -189,6 +195,40 @@ async def test_a_file_the_base_holds_is_kept(tmp_path: Path) -> None:
     assert upstream.deleted == []
     assert resolution.kept == "file-1"
     assert "kept" in str(resolution)
+
+
+async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_processes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting it mid-processing could leave its vectors in the base's collection with no document (Open WebUI 0.11+
+    indexes into the base before it links): recovery waits until processing ends, then keeps it or deletes it."""
+    import openwebui_rag_mcp.inflight as inflight_module
+
+    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    inflight = journal(tmp_path)
+    for file_id in ("linking", "failing"):
+        with pytest.raises(RuntimeError):
+            await abandon(inflight, file_id, links_itself=True)
+    upstream = FakeUpstream(statuses={"linking": "processing", "failing": "pending"})
+    first = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == []
+    assert all("still processing" in str(resolution) for resolution in first)
+    assert len(await records(inflight)) == 2  # looked at again next time
+    upstream.statuses = {"linking": "completed", "failing": "failed"}
+    upstream.listed = {"kb": {"linking"}}
+    second = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["failing"]
+    assert {resolution.kept for resolution in second} == {"linking", None}
+    assert await records(inflight) == []
+
+
+async def test_an_upload_without_the_base_in_its_metadata_is_deleted_whatever_its_status(tmp_path: Path) -> None:
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "file-1")
+    upstream = FakeUpstream(statuses={"file-1": "processing"})  # never linked by Open WebUI: ours to remove
+    await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["file-1"]
 
 
 async def test_an_unknown_file_id_is_found_by_name_size_hash_and_time(tmp_path: Path) -> None:

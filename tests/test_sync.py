@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ class Base:
     def __init__(self, version: str) -> None:
         self.mirrored = version in ("0.12.4", "0.10.2")
         self.paths_listed = version == "0.12.4"
+        self.links_itself = version == "0.12.4"  # uploads name the base and Open WebUI links them (0.11+)
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
@@ -105,8 +107,10 @@ class Base:
         r.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": True})
         r.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._list)
         r.post("/api/v1/files/").mock(side_effect=self._upload)
-        r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").respond(json={"status": "completed"})
+        r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").mock(side_effect=self._status)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._file)
+        self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.11+)
+        self.added: list[str] = []  # files linked with file/add
         r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
@@ -139,10 +143,13 @@ class Base:
 
     def _list(self, request: httpx.Request) -> httpx.Response:
         asked = request.url.params.get("directory_id")
+        query = request.url.params.get("query", "").lower()
         folder = None if asked is None else (asked or None)
         items = []
         for file_id, folder_id in self.members.items():
             if asked is not None and folder_id != folder:
+                continue
+            if query not in self.files[file_id]["filename"].lower():  # Open WebUI's filename ILIKE
                 continue
             item = {key: self.files[file_id][key] for key in ("id", "filename", "meta", "hash")}
             if self.paths_listed:
@@ -169,9 +176,21 @@ class Base:
             "filename": filename,
             "meta": meta,
             "hash": hashlib.sha256(text.encode()).hexdigest(),
-            "data": {"content": text},
+            "data": {"content": text, "status": "completed"},
         }
+        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.11+ links it once processed, or fails it
+            self.linked_itself.append(file_id)
+            if self._duplicate(file_id):
+                self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
+            else:
+                self.members[file_id] = metadata.get("directory_id")
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
+
+    def _duplicate(self, file_id: str) -> bool:
+        return any(self.files[held]["hash"] == self.files[file_id]["hash"] for held in self.members)
+
+    def _status(self, request: httpx.Request, file_id: str) -> httpx.Response:
+        return httpx.Response(200, json={"status": self.files[file_id]["data"]["status"]})
 
     def _file(self, request: httpx.Request, file_id: str) -> httpx.Response:
         return httpx.Response(200, json=self.files[file_id])
@@ -180,7 +199,8 @@ class Base:
         self._wrote(request)
         body = json.loads(request.content)
         assert self.mirrored or "directory_id" not in body
-        if any(self.files[held]["hash"] == self.files[body["file_id"]]["hash"] for held in self.members):
+        self.added.append(body["file_id"])
+        if self._duplicate(body["file_id"]):
             return httpx.Response(
                 400, json={"detail": "400: Duplicate content detected. Please provide unique content."}
             )
@@ -718,7 +738,8 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     (tmp_path / "c.md").unlink()
     code, lines = await run(tmp_path, delete=True, env=env)
     assert code == OK, lines
-    assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "add", "remove"}
+    attach = set() if base.links_itself else {"add"}  # 0.11+: the uploads link themselves, nothing attaches
+    assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "remove"} | attach
     assert [path for path, held in seen if not held and path != "/api/v1/files/"] == []
     assert any(path == "/api/v1/files/" for path, _ in seen)
     assert leases.held == {}
@@ -728,14 +749,17 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
 
 
 def most_in_flight(base: Base) -> int:
-    """The most files uploaded and not yet attached at any point, from the requests in arrival order."""
+    """The most files uploaded and not yet attached (or, where uploads link themselves, not yet read back after their
+    link was confirmed) at any point, from the requests in arrival order."""
     in_flight = most = 0
     for call in base.router.calls:
-        path = call.request.url.path
-        if call.request.method == "POST" and path == "/api/v1/files/":
+        method, path = call.request.method, call.request.url.path
+        if method == "POST" and path == "/api/v1/files/":
             in_flight += 1
             most = max(most, in_flight)
-        elif path.endswith("/file/add"):
+        elif path.endswith("/file/add") or (
+            base.links_itself and method == "GET" and re.fullmatch(r"/api/v1/files/[^/]+", path)
+        ):
             in_flight -= 1
     return most
 
@@ -943,3 +967,93 @@ async def test_a_folder_replaced_by_a_link_keeps_its_documents(base: Base, tmp_p
     assert code == SOME_FAILED, lines
     assert "link to a folder" in skipped_lines(lines)["sub"]
     assert held <= set(base.members)
+
+
+# -- uploads that link themselves (Open WebUI 0.11+, issue 18) ------------------------------------------------------
+
+
+async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(base: Base, tmp_path: Path) -> None:
+    """0.12.4: each upload names the base (and its folder) in its metadata and Open WebUI links it; no file/add, and
+    each link is read back. 0.10.2 marks a file completed before it is in the base: there file/add stays."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "sub" / "b.md").write_text("# B")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert base.names() == base.expected(tmp_path)
+    if base.links_itself:
+        assert len(base.linked_itself) == 2
+        assert base.added == []
+        (folder_id,) = base.folders
+        assert set(base.members.values()) == {folder_id, None}  # b.md in its folder, a.md at the top
+        confirmations = [c for c in base.router.calls if c.request.url.params.get("query")]
+        assert sorted(c.request.url.params["query"] for c in confirmations) == ["a.md", "b.md"]
+    else:
+        assert base.linked_itself == []
+        assert len(base.added) == 2
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base, tmp_path: Path) -> None:
+    """Open WebUI says "completed" without linking when the key may no longer write to the base: the file goes again
+    and the line says so."""
+    writes._LINK_WAIT_SECONDS, saved = 0.01, writes._LINK_WAIT_SECONDS
+    try:
+        original = base._upload
+
+        def unlinked(request: httpx.Request) -> httpx.Response:
+            answer = original(request)
+            base.members.pop(answer.json()["id"], None)
+            return answer
+
+        base.router.post("/api/v1/files/").mock(side_effect=unlinked)
+        (tmp_path / "a.md").write_text("# A")
+        code, lines = await run(tmp_path)
+    finally:
+        writes._LINK_WAIT_SECONDS = saved
+    assert code == SOME_FAILED
+    assert any("did not link it" in line and "removed again" in line for line in lines), lines
+    assert base.files == {}
+    assert base.members == {}
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(base: Base, tmp_path: Path) -> None:
+    """Deleting it then could leave its vectors in the base's collection with no document: it is named, kept in the
+    journal for recovery, and not deleted."""
+    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").respond(
+        json={"status": "processing"}
+    )
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path, env={"OPENWEBUI_PROCESS_TIMEOUT": "1"})
+    assert code == SOME_FAILED
+    assert any("timeout" in line and "links the file f-1" in line for line in lines), lines
+    assert not [c for c in base.router.calls if c.request.method == "DELETE"]
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They join the base when Open WebUI is done: read before that, the base would lack them and this run would send
+    them again, and two copies could both be linked."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, 0.0, 0.0, "h", 1, "", "f-old", links_itself=True)
+    waits = [Resolution(record, (), None, "still processing", processing=True)] * 2
+    looks: list[int] = []
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        looks.append(len(base.router.calls))
+        return [waits.pop()] if waits else []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert "waiting for Open WebUI to finish 1 upload(s) a killed run left processing" in lines
+    before = [c.request.url.path for c in base.router.calls[: looks[2]]]  # three looks before the base is read
+    assert not [path for path in before if "/knowledge/" in path], before
+    assert len(base.members) == 1

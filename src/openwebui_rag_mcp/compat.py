@@ -43,6 +43,13 @@ FETCH_WITHOUT_INDEXING = (0, 6, 42)
 BM25_WEIGHT = (0, 6, 12)
 BM25_WEIGHT_ZERO = (0, 10, 0)
 VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
+# An upload with `metadata.knowledge_id` links itself to the base in Open WebUI's background task (from 0.9.6), and
+# from 0.11.0 its status says when that is done: 0.11.0 to 0.12.3 set "completed" once the file is indexed into the
+# base and link it just after, 0.12.4 sets it after the link; a failed index or link ends "failed". In 0.9.6 to 0.10.2
+# the file is "completed" before it is indexed into the base, and a failure there is only logged, so nothing tells
+# when (or whether) it became searchable: there `file/add` stays. (Read in the 0.9.6, 0.10.2, 0.11.0, 0.11.4, 0.12.2
+# and 0.12.4 wheels, `routers/files.py` `process_uploaded_file`.)
+LINKS_ON_UPLOAD = (0, 11, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,12 @@ class Release:
     def fetch_without_indexing(self) -> bool:
         """A web page can be fetched without leaving vectors outside every base. Fails safe on an unreadable version."""
         return self.known and self.parts >= FETCH_WITHOUT_INDEXING
+
+    @property
+    def links_on_upload(self) -> bool:
+        """An upload can link itself to its base, and its status says when that is done. Not for an unreadable
+        version: there completion might say nothing of the base."""
+        return self.known and self.parts >= LINKS_ON_UPLOAD
 
     @property
     def known(self) -> bool:

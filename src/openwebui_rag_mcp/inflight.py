@@ -9,7 +9,10 @@ again. While it runs, the writer renews the record's `alive_until`; a record who
 or its process on this machine no longer exists) is resolved by whoever next holds the same credential:
 
 - the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
-- the file id is known and the base does not list it: the file is deleted;
+- the file id is known and the base does not list it: the file is deleted; but an upload that links itself to its
+  base (`sync` on Open WebUI 0.11+) is left alone while Open WebUI is still processing it, since deleting it then
+  could leave its vectors in the base's collection with no document: it is settled once processing has ended
+  (linked: kept; failed: deleted);
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -107,6 +110,7 @@ class Record:
     file_id: str | None = None
     marked: bool = False  # the upload carries UPLOAD_MARK = id in its metadata (the release keeps upload metadata)
     answer_by: float = 0.0  # when the upload's answer was due at the latest (its start plus OPENWEBUI_TIMEOUT)
+    links_itself: bool = False  # the upload carries the base's id: Open WebUI links it once it has processed it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -263,7 +267,15 @@ class Inflight:
 
     @asynccontextmanager
     async def tracking(
-        self, owner: str, knowledge_id: str, filename: str, content: bytes, *, marked: bool, answer_within: float
+        self,
+        owner: str,
+        knowledge_id: str,
+        filename: str,
+        content: bytes,
+        *,
+        marked: bool,
+        answer_within: float,
+        links_itself: bool = False,
     ) -> AsyncIterator[Tracked]:
         """Record an upload before it is sent; drop the record when the write settled it. A write that ends without
         settling (an error while removing its file again) leaves its record marked gone, for the next recovery.
@@ -284,6 +296,7 @@ class Inflight:
             pid_start=pid_start,
             marked=marked,
             answer_by=now + answer_within,
+            links_itself=links_itself,
         )
         try:
             await self._store.put(record)
@@ -352,6 +365,14 @@ class Upstream(Protocol):
 
     async def delete_file(self, file_id: str) -> object: ...
 
+    async def process_status(self, file_id: str) -> str: ...
+
+
+# Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
+_STILL_PROCESSING = frozenset({"pending", "processing"})
+# A file that linked itself and is "completed" shows in its base a moment later on 0.11.0 to 0.12.3.
+_LINK_SETTLE_SECONDS = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
@@ -360,6 +381,7 @@ class Resolution:
     kept: str | None  # the file id the base holds: the write had completed
     problem: str | None = None  # why the record stays
     gone: bool = False  # its file was deleted meanwhile
+    processing: bool = False  # the record stays because Open WebUI is still processing an upload that links itself
 
     def __str__(self) -> str:
         what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
@@ -396,7 +418,14 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         deleted: list[str] = []
         kept: str | None = None
         for file_id in filter(None, candidates):
+            status = await upstream.process_status(file_id) if record.links_itself else None
+            if status in _STILL_PROCESSING:
+                why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
+                return Resolution(record, tuple(deleted), kept, why, processing=True)
             listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is False and status == "completed":
+                await asyncio.sleep(_LINK_SETTLE_SECONDS)
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
             if listed is None:
                 return Resolution(record, tuple(deleted), kept, "whether the base holds the file could not be read")
             if listed:
@@ -480,6 +509,9 @@ class ClientUpstream:
 
     async def delete_file(self, file_id: str) -> object:
         return await self._client.delete_file(file_id)
+
+    async def process_status(self, file_id: str) -> str:
+        return await self._client.process_status(file_id)
 
 
 async def recover_command(

@@ -87,6 +87,7 @@ _SYNCED_NAME = re.compile(
     rf"^(?P<key>[^~]+)~(?:(?P<source>{_SOURCE_ID})~)?(?P<digest>[0-9a-f]{{12}})(?P<extension>\.[A-Za-z0-9]{{1,10}})?$"
 )
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
+_EARLIER_UPLOADS_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -634,6 +635,8 @@ class _Run:
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
+        if not dry_run:
+            await self._await_earlier_uploads()
         try:
             base = await _read_base(app, knowledge_id, self.source)
         except ToolFailure as failure:
@@ -688,6 +691,27 @@ class _Run:
             self._say_plan(todo, removals, to_create, uploads)
             return SOME_FAILED if failed else OK
         return await self._apply(todo, removals, failed)
+
+    async def _await_earlier_uploads(self) -> None:
+        """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
+        Open WebUI is done: wait for them first (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends
+        them again (two copies could both be linked) nor misses them."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.app.settings.process_timeout
+        said = False
+        while True:
+            try:
+                resolutions = await self.app.recover_uploads()
+            except Exception as error:  # the writes' own recovery says the same again; nothing is lost by going on
+                self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
+                return
+            waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
+            if not waiting or loop.time() > deadline:
+                return
+            if not said:
+                self.say(f"waiting for Open WebUI to finish {len(waiting)} upload(s) a killed run left processing")
+                said = True
+            await asyncio.sleep(_EARLIER_UPLOADS_POLL_SECONDS)
 
     def _say_plan(self, todo: Plan, removals: list[RemoteFile], to_create: list[str], uploads: list[LocalFile]) -> None:
         needed = {path for file in uploads for path in _with_parents(file.folder)}
@@ -780,7 +804,7 @@ class _Run:
         if file.mirrored:
             metadata |= {"synced_by": SYNCED_BY}
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        upload = Upload(name, content, content_type, metadata, folder_id)
+        upload = Upload(name, content, content_type, metadata, folder_id, links_itself=True)
         try:
             await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
         except ToolFailure as failure:

@@ -429,6 +429,9 @@ class Upload:
     content_type: str
     metadata: Mapping[str, Any]
     folder_id: str | None = None  # a folder of the base to put it in (sync, Open WebUI 0.12+)
+    # The caller lets the upload link itself to the base where the release says when that is done (`sync`): Open WebUI
+    # indexes and links it in its background task, with no `file/add` and no lock held for it.
+    links_itself: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,10 +448,12 @@ async def upload_to_base(
 
     Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
     list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
-    upload and process side by side while their attaches take turns. `text` is the document's own text when we wrote
-    it; None for a file whose text Open WebUI extracts (then an empty extraction is a failure of the processing
-    stage)."""
+    upload and process side by side while their attaches take turns. An upload that links itself (`links_itself`,
+    Open WebUI 0.11+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
+    back. `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
+    empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
+    upload = replace(upload, links_itself=upload.links_itself and release.links_on_upload)
     await app.recover_uploads_quietly()  # what a dead writer with this credential left
     # The lock taken and given back at once: one that cannot be taken (Redis unreachable, a lost lease) refuses the
     # write before anything is sent, rather than after an upload that must then be removed again.
@@ -491,6 +496,7 @@ async def _journaled(app: App, release: Release, knowledge_id: str, upload: Uplo
         upload.content,
         marked=release.capabilities.upload_metadata,
         answer_within=app.settings.timeout,
+        links_itself=upload.links_itself,
     ) as tracked:
         yield tracked
 
@@ -506,9 +512,13 @@ async def _upload_and_attach(
 ) -> Uploaded:
     """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
     the base (attached, or nothing made, or removed again); otherwise recovery looks at the base later."""
-    metadata = upload.metadata
+    metadata = dict(upload.metadata)
     if tracked is not None and tracked.record.marked:  # how recovery tells this upload from any other, if need be
-        metadata = {**metadata, UPLOAD_MARK: tracked.record.id}
+        metadata[UPLOAD_MARK] = tracked.record.id
+    if upload.links_itself:
+        metadata["knowledge_id"] = knowledge_id
+        if upload.folder_id:
+            metadata["directory_id"] = upload.folder_id
     try:
         answer = await app.client.upload(upload.filename, upload.content, metadata, upload.content_type)
         uploaded = normalize.file_record(answer, "an upload answer")
@@ -522,7 +532,10 @@ async def _upload_and_attach(
     if tracked is not None:
         await tracked.uploaded(uploaded.file_id)
     try:
-        done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
+        if upload.links_itself:
+            done = await _process_linked(app, release, knowledge_id, uploaded, progress, upload)
+        else:
+            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
     except ToolFailure as failure:
         if tracked is not None and failure.outcome == "not_applied":  # the file was removed again
             tracked.settle()
@@ -579,6 +592,98 @@ async def _process_and_attach(
     return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
 
 
+async def _process_linked(
+    app: App, release: Release, knowledge_id: str, uploaded: normalize.FileRecord, progress: Progress, upload: Upload
+) -> Uploaded:
+    """The rest of an upload that links itself: Open WebUI indexes the file into the base and links it in its
+    background task, then says "completed" (or "failed", having linked nothing). It ends with the file in the base,
+    its text read back and its link confirmed, or removed again; the base's lock is not taken, as nothing here
+    changes the base but Open WebUI's own link."""
+    file_id = uploaded.file_id
+    await _tell(progress, 2, 4, "processing")
+    try:
+        status = await _wait_processed(app, release, uploaded, progress)
+    except ToolFailure as failure:
+        if failure.code == "timeout":
+            # Still running in Open WebUI, which may yet index it into the base: deleting the file now could leave
+            # its vectors in the base's collection with no document. Recovery settles it once Open WebUI is done.
+            raise _failed(failure, "process", file_id, after_upload=True).explained(
+                f" If it finishes, Open WebUI links the file {file_id} to knowledge base {knowledge_id} itself; if it "
+                "fails, the next write with this key (or `openwebui-rag-mcp recover`) removes it."
+            ) from None
+        if failure.code == "duplicate_content":
+            failure = await _duplicate(app, knowledge_id, failure, await _text_or_none(app, file_id))
+        raise await _discard(app, file_id, failure, "process") from None
+    await _tell(progress, 3, 4, "confirming the link")
+    try:
+        linked = await _linked(app, knowledge_id, file_id, upload.filename)
+    except ToolFailure as failure:
+        raise _failed(failure, "attach", file_id, after_upload=True).explained(
+            f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
+            "knowledge_files."
+        ) from None
+    if not linked:
+        missing = ToolFailure(
+            "upstream_error",
+            f"Open WebUI processed the file but did not link it to knowledge base {knowledge_id} (has this key lost "
+            "write access to it?)",
+        )
+        raise await _discard(app, file_id, missing, "attach") from None
+    try:
+        extracted = await _extracted(app, file_id, upload.filename)
+    except ToolFailure as failure:
+        raise await _unlink(app, knowledge_id, file_id, failure) from None
+    await _tell(progress, 4, 4, "done")
+    return Uploaded(file_id, status, len(extracted))
+
+
+# How long a file Open WebUI calls "completed" may take to show in its base: 0.11.0 to 0.12.3 link it just after.
+_LINK_WAIT_SECONDS = 10.0
+
+
+async def _linked(app: App, knowledge_id: str, file_id: str, filename: str) -> bool:
+    """Whether the base lists a file that linked itself, looked at again for a moment when it does not yet."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _LINK_WAIT_SECONDS
+    delay = _POLL_FIRST_DELAY
+    while not await app.client.lists_file(knowledge_id, file_id, filename):
+        if loop.time() + delay > deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX_DELAY)
+    return True
+
+
+async def _text_or_none(app: App, file_id: str) -> str | None:
+    try:
+        return normalize.file_text(await app.client.file(file_id), offset=0, max_chars=10**9).text
+    except ToolFailure:
+        return None
+
+
+async def _duplicate(app: App, knowledge_id: str, failure: ToolFailure, text: str | None) -> ToolFailure:
+    """Open WebUI's duplicate refusal, saying which document of the base holds the text when that can be told."""
+    holder = await _holder_of(app, knowledge_id, text) if text else None
+    where = f" (file_id {holder})" if holder else ""
+    message = f"knowledge base {knowledge_id} already holds a document with this exact text{where}; "
+    return replace(failure, message=message + "the new copy was not added.", existing_file_id=holder)
+
+
+async def _unlink(app: App, knowledge_id: str, file_id: str, failure: ToolFailure) -> ToolFailure:
+    """Take a file that linked itself out of its base again (and delete it), under the base's lock."""
+    try:
+        async with app.locks.hold(knowledge_id) as lease:
+            lease.check()
+            await app.client.remove_file(knowledge_id, file_id, delete_file=True)
+    except ToolFailure as problem:
+        return _failed(failure, "attach", file_id, after_upload=True).explained(
+            f" Knowledge base {knowledge_id} holds the file {file_id}, which could not be removed again "
+            f"({problem.code}): remove it with knowledge_delete."
+        )
+    removed = failure.explained(f" The file {file_id} was removed again; nothing was added.")
+    return removed.at("process", outcome="not_applied")
+
+
 async def _attach(app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload, content: str) -> None:
     """Link a processed file to the base, under its write lock: it ends linked (read back before 0.6.42) or removed
     again, or named in the error when even that fails."""
@@ -586,10 +691,7 @@ async def _attach(app: App, release: Release, knowledge_id: str, file_id: str, u
         await app.client.add_file(knowledge_id, file_id, upload.folder_id)
     except ToolFailure as failure:
         if failure.code == "duplicate_content":
-            holder = await _holder_of(app, knowledge_id, content)
-            where = f" (file_id {holder})" if holder else ""
-            message = f"knowledge base {knowledge_id} already holds a document with this exact text{where}; "
-            failure = replace(failure, message=message + "the new copy was not added.", existing_file_id=holder)
+            failure = await _duplicate(app, knowledge_id, failure, content)
         listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
         if listed is False:
             raise await _discard(app, file_id, failure, "attach") from None

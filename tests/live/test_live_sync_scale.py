@@ -1,0 +1,134 @@
+"""`sync` of a 500-file folder on a real Open WebUI (issue 18): a first run interrupted part-way (SIGTERM), the next
+run finishing the work with nothing duplicated or left in no base, every file's document in the base and found by a
+search for its own words, and a second run that writes nothing.
+
+The times are printed, never asserted (CI shares two cores): each run is bounded only by a generous timeout.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import string
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devtools import openwebui_local as owui
+from devtools.openwebui_local import Instance
+from tests.live.stdio import SCRIPT
+from tests.live.test_live_sync import Run, command, documents_of, expected_names, mirrors, names_of, sync_env
+
+pytestmark = pytest.mark.live
+
+FILES = 500
+SUBFOLDERS = 10
+RUN_TIMEOUT = 1200.0  # a bound against a hang, not a speed check
+SEARCHED = 8  # notes looked up by their own words once the folder is synced
+
+
+def codeword(run: str, index: int) -> str:
+    """A made-up word of its own per note: the test embeddings rank by shared words and letter triples, so a word
+    with digits in it would be close to its neighbours' (x493 and x499)."""
+    return "".join(random.Random(f"{run}-{index}").choices(string.ascii_lowercase, k=12))
+
+
+def make_notes(root: Path, run: str) -> Path:
+    folder = root / "handbook"
+    for index in range(FILES):
+        sub = folder / f"section-{index % SUBFOLDERS:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        text = f"# Note {index}\n\nHandbook note {index} of run {run}: the codeword is {codeword(run, index)}.\n"
+        (sub / f"note-{index:03d}.md").write_text(text, encoding="utf-8")
+    return folder
+
+
+def timed_sync(inst: Instance, folder: Path, knowledge_id: str) -> Run:
+    started = time.monotonic()
+    done = subprocess.run(
+        command(folder, knowledge_id),
+        env=sync_env(inst),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert inst.api_key not in done.stdout + done.stderr
+    return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started)
+
+
+def interrupted_sync(inst: Instance, folder: Path, knowledge_id: str, after: int) -> list[str]:
+    """A run stopped with SIGTERM once `after` files were reported done."""
+    reported: list[str] = []
+    with subprocess.Popen(
+        command(folder, knowledge_id), env=sync_env(inst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:  # one line per file, flushed as each is done
+                reported.append(line.rstrip("\n"))
+                if sum(entry.endswith(": ok") for entry in reported) >= after:
+                    break
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == -signal.SIGTERM, (process.returncode, reported[-5:])
+    return reported
+
+
+def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebui: Instance, tmp_path: Path) -> None:
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    assert SCRIPT.exists()
+    folder = make_notes(tmp_path, run)
+    knowledge_id = owui.create_knowledge(inst, f"handbook-{run}", "a 500-file folder", private=True)
+    files_before = owui.file_ids(inst)
+    timings: list[str] = []
+
+    started = time.monotonic()
+    interrupted_sync(inst, folder, knowledge_id, after=FILES // 5)
+    held = len(documents_of(inst, knowledge_id))
+    timings.append(f"interrupted run: {time.monotonic() - started:.0f} s, {held} documents")
+    assert 0 < held < FILES, f"the run was not stopped part-way: {held} documents"
+
+    resumed = timed_sync(inst, folder, knowledge_id)
+    timings.append(f"resumed run: {resumed.seconds:.0f} s")
+    assert resumed.code == 0, resumed.lines[-20:]
+    assert resumed.summary["failed"] == 0, resumed.lines[-20:]
+    assert resumed.summary["added"] + resumed.summary["unchanged"] == FILES, resumed.lines[-5:]
+
+    names = names_of(inst, knowledge_id)
+    assert len(names) == len(set(names)), "duplicate documents after the resumed run"
+    assert names == expected_names(folder, mirrors(inst))
+    # Uploads that were in flight at the kill are settled by the next run: linked, or removed (at most one whose
+    # upload answer never came may be past finding).
+    orphans = owui.file_ids(inst) - files_before - set(documents_of(inst, knowledge_id))
+    timings.append(f"uploads left in no base: {len(orphans)}")
+    assert len(orphans) <= 1, orphans
+
+    # Every document is searchable: a few notes, drawn at random, are found by their own codeword.
+    for index in random.Random(run).sample(range(FILES), SEARCHED):
+        word = codeword(run, index)
+        answer = owui.query_collection(inst, [knowledge_id], word, k=5)
+        texts = [text for documents in answer.get("documents") or [] for text in documents]
+        assert any(f"codeword is {word}." in text for text in texts), (index, texts)
+
+    synced = documents_of(inst, knowledge_id)
+    unchanged = timed_sync(inst, folder, knowledge_id)
+    timings.append(f"run with nothing changed: {unchanged.seconds:.1f} s")
+    assert unchanged.code == 0, unchanged.lines[-5:]
+    assert unchanged.summary == {
+        "added": 0,
+        "replaced": 0,
+        "renamed": 0,
+        "removed": 0,
+        "unchanged": FILES,
+        "failed": 0,
+    }
+    assert documents_of(inst, knowledge_id) == synced
+    print(f"\n{inst.version}, {FILES} files: " + "; ".join(timings))
