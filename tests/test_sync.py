@@ -1057,3 +1057,25 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     before = [c.request.url.path for c in base.router.calls[: looks[2]]]  # three looks before the base is read
     assert not [path for path in before if "/knowledge/" in path], before
     assert len(base.members) == 1
+
+
+async def test_write_access_is_read_until_an_upload_got_in_not_for_every_file(base: Base, tmp_path: Path) -> None:
+    """Once one upload of the run got in, the key may write to the base: later files skip that read (Open WebUI still
+    refuses an attach or link to a base made read-only since, and the file is removed again)."""
+    for i in range(12):
+        (tmp_path / f"note-{i:02d}.md").write_text(f"# Note {i}")
+    code, lines = await run(tmp_path, concurrency=2)
+    assert code == OK, lines
+    reads = [c for c in base.router.calls if c.request.url.path == f"/api/v1/knowledge/{KB}"]
+    before_sync = 1  # the run reads the base itself once before it plans
+    assert len(reads) - before_sync <= 2, len(reads)
+
+
+async def test_a_read_only_base_fails_every_file_and_changes_nothing(base: Base, tmp_path: Path) -> None:
+    base.router.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": False})
+    for i in range(3):
+        (tmp_path / f"note-{i:02d}.md").write_text(f"# Note {i}")
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert sum("forbidden" in line for line in lines) == 3, lines
+    assert not [c for c in base.router.calls if c.request.method == "POST" and c.request.url.path == "/api/v1/files/"]

@@ -47,6 +47,7 @@ How the base says which version of which file it holds, and whose it is, depends
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -55,6 +56,7 @@ import os
 import re
 import secrets
 import stat
+import statistics
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -88,6 +90,7 @@ _SYNCED_NAME = re.compile(
 )
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 _EARLIER_UPLOADS_POLL_SECONDS = 1.0
+_FIRST_POLL_SHARE = 0.8  # of the median processing time of the run's recent files: most files are done by then
 
 
 @dataclass(frozen=True, slots=True)
@@ -632,6 +635,9 @@ class _Run:
     folders: Folders = field(default_factory=Folders)
     mirrored: bool = False
     concurrency: int = CONCURRENCY
+    writable_checked: bool = False  # an upload of this run got in: the key may write to the base
+    # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
+    processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
@@ -804,11 +810,25 @@ class _Run:
         if file.mirrored:
             metadata |= {"synced_by": SYNCED_BY}
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        upload = Upload(name, content, content_type, metadata, folder_id, links_itself=True)
+        upload = Upload(
+            name,
+            content,
+            content_type,
+            metadata,
+            folder_id,
+            links_itself=True,
+            first_poll=_FIRST_POLL_SHARE * statistics.median(self.processing_seconds)
+            if self.processing_seconds
+            else None,
+            writable_checked=self.writable_checked,
+        )
         try:
-            await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
+            done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
         except ToolFailure as failure:
             return Problem.of(failure)
+        self.writable_checked = True
+        if done.processed_after is not None:
+            self.processing_seconds.append(done.processed_after)
         return None
 
     async def _remove(self, entry: RemoteFile) -> Problem | None:

@@ -328,9 +328,12 @@ async def _created_by_caller(app: App, release: Release, knowledge_id: str, name
     return isinstance(owner, str) and owner == await app.client.user_id()
 
 
-async def _wait_processed(app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress) -> str:
+async def _wait_processed(
+    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, first_poll: float | None = None
+) -> str:
     """Wait until Open WebUI has extracted and embedded the file; its final status. Progress goes out on every
-    poll, so clients that extend their timeout on progress keep waiting."""
+    poll, so clients that extend their timeout on progress keep waiting. `first_poll`: when to look first (a caller
+    that has seen how long its files take), else _POLL_FIRST_DELAY."""
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
         if uploaded.error:
@@ -341,7 +344,7 @@ async def _wait_processed(app: App, release: Release, uploaded: normalize.FileRe
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = started + app.settings.process_timeout
-    delay = _POLL_FIRST_DELAY
+    delay = _POLL_FIRST_DELAY if first_poll is None else min(max(first_poll, _POLL_FIRST_DELAY), _POLL_MAX_DELAY)
     polls = 0
     while True:
         status = await app.client.process_status(uploaded.file_id)
@@ -432,6 +435,10 @@ class Upload:
     # The caller lets the upload link itself to the base where the release says when that is done (`sync`): Open WebUI
     # indexes and links it in its background task, with no `file/add` and no lock held for it.
     links_itself: bool = False
+    first_poll: float | None = None  # when to ask first whether it is processed (`sync`: as its files took so far)
+    # The caller checked that the key may write to the base (`sync`, once per run): Open WebUI refuses the attach or
+    # the link of a base that has become read-only since, and the file is then removed again.
+    writable_checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,6 +446,7 @@ class Uploaded:
     file_id: str
     status: str
     extracted_chars: int | None  # None when the text was ours (knowledge_add), not extracted by Open WebUI
+    processed_after: float | None = None  # seconds from the upload's answer until Open WebUI had processed it
 
 
 async def upload_to_base(
@@ -459,7 +467,8 @@ async def upload_to_base(
     # write before anything is sent, rather than after an upload that must then be removed again.
     async with app.locks.hold(knowledge_id) as lease:
         _still_held(lease, "upload")
-    await _check_writable(app, knowledge_id)
+    if not upload.writable_checked:
+        await _check_writable(app, knowledge_id)
     await _tell(progress, 1, 4, "uploading")
     await checkpoint()  # a call cancelled by now uploads nothing
     # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or the
@@ -573,8 +582,10 @@ async def _process_and_attach(
     even that fails, named in the error)."""
     file_id = uploaded.file_id
     await _tell(progress, 2, 4, "processing")
+    started = asyncio.get_running_loop().time()
     try:
-        status = await _wait_processed(app, release, uploaded, progress)
+        status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
+        processed_after = asyncio.get_running_loop().time() - started
         extracted = await _extracted(app, file_id, upload.filename) if text is None else None
     except ToolFailure as failure:
         raise await _discard(app, file_id, failure, "process") from None
@@ -589,7 +600,7 @@ async def _process_and_attach(
             raise await _discard(app, file_id, failure, "attach") from None
         await _attach(app, release, knowledge_id, file_id, upload, content)
     await _tell(progress, 4, 4, "done")
-    return Uploaded(file_id, status, len(extracted) if extracted is not None else None)
+    return Uploaded(file_id, status, len(extracted) if extracted is not None else None, processed_after)
 
 
 async def _process_linked(
@@ -601,8 +612,10 @@ async def _process_linked(
     changes the base but Open WebUI's own link."""
     file_id = uploaded.file_id
     await _tell(progress, 2, 4, "processing")
+    started = asyncio.get_running_loop().time()
     try:
-        status = await _wait_processed(app, release, uploaded, progress)
+        status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
+        processed_after = asyncio.get_running_loop().time() - started
     except ToolFailure as failure:
         if failure.code == "timeout":
             # Still running in Open WebUI, which may yet index it into the base: deleting the file now could leave
@@ -634,7 +647,7 @@ async def _process_linked(
     except ToolFailure as failure:
         raise await _unlink(app, knowledge_id, file_id, failure) from None
     await _tell(progress, 4, 4, "done")
-    return Uploaded(file_id, status, len(extracted))
+    return Uploaded(file_id, status, len(extracted), processed_after)
 
 
 # How long a file Open WebUI calls "completed" may take to show in its base: 0.11.0 to 0.12.3 link it just after.
