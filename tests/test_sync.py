@@ -1079,3 +1079,15 @@ async def test_a_read_only_base_fails_every_file_and_changes_nothing(base: Base,
     assert code == SOME_FAILED
     assert sum("forbidden" in line for line in lines) == 3, lines
     assert not [c for c in base.router.calls if c.request.method == "POST" and c.request.url.path == "/api/v1/files/"]
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base: Base, tmp_path: Path) -> None:
+    """Open WebUI linked it, but extracted nothing from it: it goes again (file/remove with delete_file), named."""
+    (tmp_path / "blank.md").write_text(" \n\n ")  # not empty, but no text once extracted
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert any(line.startswith("add      blank.md: FAILED") and "extracted no text" in line for line in lines), lines
+    assert any("was removed again" in line for line in lines), lines
+    assert base.names() == ["a.md"]

@@ -26,9 +26,17 @@ def live_version() -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test here is `live`; one marked `releases(...)` runs only against those releases. It is deselected on the
+    others, never skipped: the test command fails on any skip."""
+    kept, deselected = [], []
     for item in items:
         if Path(item.path).resolve().is_relative_to(LIVE_DIR):
             item.add_marker(pytest.mark.live)
+        marker = item.get_closest_marker("releases")
+        (deselected if marker is not None and live_version() not in marker.args else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
