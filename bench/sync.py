@@ -12,7 +12,7 @@ in 10 subfolders, each into a base of its own:
   base named in the upload's metadata and leaves processing to Open WebUI, so the time until every file is
   searchable is measured too: until the base lists every file and none is pending. oikb needs Open WebUI 0.9.6+;
 - **a floor**: the same uploads straight from httpx, `--concurrency` at a time, each polled until processed and
-  attached (attaches one at a time, as the server does), nothing else; on 0.11+, where `sync` lets its uploads link
+  attached (attaches one at a time, as the server does), nothing else; on 0.12.4+, where `sync` lets its uploads link
   themselves, each upload names the base and is polled until completed, with no attach.
 
 Benchmarks measure; they gate nothing. The machine and its load change the figures; compare within one run.
@@ -114,7 +114,7 @@ def until_complete(inst: Instance, knowledge_id: str, files: int, started: float
 
 async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, bytes]], concurrency: int) -> float:
     """Upload, wait for processing, attach: `concurrency` files at a time, attaches one at a time; where the server's
-    sync lets uploads link themselves (0.11+), the same here: upload naming the base, wait until completed."""
+    sync lets uploads link themselves (0.12.4+), the same here: upload naming the base, wait until completed."""
     turns, attaching = asyncio.Semaphore(concurrency), asyncio.Lock()
     status_route = owui.version_parts(inst.version) >= (0, 6, 23)
     links_itself = Release.parse(inst.version).links_on_upload

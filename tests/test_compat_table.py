@@ -46,3 +46,12 @@ def test_each_row_matches_the_detected_capabilities(version: str) -> None:
     assert ("except `knowledge_delete`" in works) is delete_refused
     assert ("upload metadata is ignored" in different) is (not caps.upload_metadata)
     assert ("no status to poll" in different) is (not caps.process_status)
+
+
+@pytest.mark.parametrize(
+    ("version", "links"), [("0.10.2", False), ("0.11.0", False), ("0.12.3", False), ("0.12.4", True), ("dev", False)]
+)
+def test_uploads_link_themselves_only_where_completed_means_indexed_and_linked(version: str, links: bool) -> None:
+    """Before 0.12.4 a self-linked upload is "completed" before it is indexed into the base; an unreadable version
+    is not taken to be 0.12.4."""
+    assert Release.parse(version).links_on_upload is links

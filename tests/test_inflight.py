@@ -222,6 +222,23 @@ async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_proces
     assert await records(inflight) == []
 
 
+async def test_an_upload_that_links_itself_still_processing_after_an_hour_is_deleted(tmp_path: Path) -> None:
+    """Open WebUI drops its background tasks when it restarts, and the status never changes again."""
+    import openwebui_rag_mcp.inflight as inflight_module
+
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "stuck", links_itself=True)
+    upstream = FakeUpstream(statuses={"stuck": "processing"})
+    clock[0] += inflight_module.ABANDONED_SECONDS - 60
+    assert (await recover(inflight, upstream, OWNER))[0].processing
+    clock[0] += 120
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["stuck"], resolution
+    assert await records(inflight) == []
+
+
 async def test_an_upload_without_the_base_in_its_metadata_is_deleted_whatever_its_status(tmp_path: Path) -> None:
     inflight = journal(tmp_path)
     with pytest.raises(RuntimeError):

@@ -18,6 +18,7 @@ import httpx
 import pytest
 import respx
 
+from openwebui_rag_mcp import inflight as inflight_module
 from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.models import FileItem
@@ -93,7 +94,7 @@ class Base:
     def __init__(self, version: str) -> None:
         self.mirrored = version in ("0.12.4", "0.10.2")
         self.paths_listed = version == "0.12.4"
-        self.links_itself = version == "0.12.4"  # uploads name the base and Open WebUI links them (0.11+)
+        self.links_itself = version == "0.12.4"  # uploads name the base and Open WebUI links them (0.12.4+)
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
@@ -109,7 +110,7 @@ class Base:
         r.post("/api/v1/files/").mock(side_effect=self._upload)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").mock(side_effect=self._status)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._file)
-        self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.11+)
+        self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.12.4+)
         self.added: list[str] = []  # files linked with file/add
         r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
@@ -178,7 +179,7 @@ class Base:
             "hash": hashlib.sha256(text.encode()).hexdigest(),
             "data": {"content": text, "status": "completed"},
         }
-        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.11+ links it once processed, or fails it
+        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.12.4+ links it once processed, or fails it
             self.linked_itself.append(file_id)
             if self._duplicate(file_id):
                 self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
@@ -738,7 +739,7 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
     (tmp_path / "c.md").unlink()
     code, lines = await run(tmp_path, delete=True, env=env)
     assert code == OK, lines
-    attach = set() if base.links_itself else {"add"}  # 0.11+: the uploads link themselves, nothing attaches
+    attach = set() if base.links_itself else {"add"}  # 0.12.4+: the uploads link themselves, nothing attaches
     assert {path.rsplit("/", 1)[-1] for path, _ in seen} >= {"", "remove"} | attach
     assert [path for path, held in seen if not held and path != "/api/v1/files/"] == []
     assert any(path == "/api/v1/files/" for path, _ in seen)
@@ -969,7 +970,7 @@ async def test_a_folder_replaced_by_a_link_keeps_its_documents(base: Base, tmp_p
     assert held <= set(base.members)
 
 
-# -- uploads that link themselves (Open WebUI 0.11+, issue 18) ------------------------------------------------------
+# -- uploads that link themselves (Open WebUI 0.12.4+, issue 18) ------------------------------------------------------
 
 
 async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(base: Base, tmp_path: Path) -> None:
@@ -1029,6 +1030,20 @@ async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(b
     assert code == SOME_FAILED
     assert any("timeout" in line and "links the file f-1" in line for line in lines), lines
     assert not [c for c in base.router.calls if c.request.method == "DELETE"]
+    assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1  # left for recovery
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: Base, tmp_path: Path) -> None:
+    """Only a status read as "failed" proves Open WebUI will not index the file into the base any more: an unreadable
+    status (a 502 from a proxy) leaves the file, and says so, rather than risk vectors with no document."""
+    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").respond(502, text="bad gateway")
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert any("FAILED" in line and "links the file f-1" in line for line in lines), lines
+    assert not [c for c in base.router.calls if c.request.method == "DELETE"]
+    assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1
 
 
 @pytest.mark.parametrize("base", ["0.12.4"], indirect=True)

@@ -43,13 +43,14 @@ FETCH_WITHOUT_INDEXING = (0, 6, 42)
 BM25_WEIGHT = (0, 6, 12)
 BM25_WEIGHT_ZERO = (0, 10, 0)
 VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
-# An upload with `metadata.knowledge_id` links itself to the base in Open WebUI's background task (from 0.9.6), and
-# from 0.11.0 its status says when that is done: 0.11.0 to 0.12.3 set "completed" once the file is indexed into the
-# base and link it just after, 0.12.4 sets it after the link; a failed index or link ends "failed". In 0.9.6 to 0.10.2
-# the file is "completed" before it is indexed into the base, and a failure there is only logged, so nothing tells
-# when (or whether) it became searchable: there `file/add` stays. (Read in the 0.9.6, 0.10.2, 0.11.0, 0.11.4, 0.12.2
-# and 0.12.4 wheels, `routers/files.py` `process_uploaded_file`.)
-LINKS_ON_UPLOAD = (0, 11, 0)
+# An upload with `metadata.knowledge_id` links itself to the base in Open WebUI's background task (from 0.9.6), but
+# only from 0.12.4 does its status say when that is done: there the file stays "processing" until it is indexed into
+# the base and linked, and only then becomes "completed" (a failed index or link ends "failed"). From 0.9.6 to 0.12.3
+# the file is "completed" as soon as its own collection is written, before it is indexed into the base (0.9.6 to 0.10.2
+# also only log a failure there), so a status read in between would call a file done that is not yet searchable:
+# there `file/add` stays. (Read in the 0.9.6, 0.10.2, 0.11.0, 0.11.4, 0.12.2, 0.12.3 and 0.12.4 wheels,
+# `routers/files.py` `process_uploaded_file`.)
+LINKS_ON_UPLOAD = (0, 12, 4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ or its process on this machine no longer exists) is resolved by whoever next hol
 
 - the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
 - the file id is known and the base does not list it: the file is deleted; but an upload that links itself to its
-  base (`sync` on Open WebUI 0.11+) is left alone while Open WebUI is still processing it, since deleting it then
+  base (`sync` on Open WebUI 0.12.4+) is left alone while Open WebUI is still processing it, since deleting it then
   could leave its vectors in the base's collection with no document: it is settled once processing has ended
-  (linked: kept; failed: deleted);
+  (linked: kept; failed: deleted), or, still "processing" ABANDONED_SECONDS after it began, taken for a task Open
+  WebUI lost in a restart and deleted;
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -370,8 +371,11 @@ class Upstream(Protocol):
 
 # Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
 _STILL_PROCESSING = frozenset({"pending", "processing"})
-# A file that linked itself and is "completed" shows in its base a moment later on 0.11.0 to 0.12.3.
+# A file that linked itself and is "completed" is in its base's lists; looked at once more after a moment all the same.
 _LINK_SETTLE_SECONDS = 2.0
+# An upload that links itself still "pending" or "processing" this long after it began is a background task Open WebUI
+# lost (a restart drops them, and the status never changes again): then it is deleted.
+ABANDONED_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +423,7 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         kept: str | None = None
         for file_id in filter(None, candidates):
             status = await upstream.process_status(file_id) if record.links_itself else None
-            if status in _STILL_PROCESSING:
+            if status in _STILL_PROCESSING and inflight.now() < record.started + ABANDONED_SECONDS:
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             listed = await upstream.base_lists(record.knowledge_id, file_id)

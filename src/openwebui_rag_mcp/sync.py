@@ -712,7 +712,13 @@ class _Run:
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
                 return
             waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
-            if not waiting or loop.time() > deadline:
+            if not waiting:
+                return
+            if loop.time() > deadline:
+                self.say(
+                    f"note: Open WebUI is still processing {len(waiting)} upload(s) a killed run left; going on (a "
+                    "later run or `openwebui-rag-mcp recover` settles them)"
+                )
                 return
             if not said:
                 self.say(f"waiting for Open WebUI to finish {len(waiting)} upload(s) a killed run left processing")

@@ -457,7 +457,7 @@ async def upload_to_base(
     Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
     list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
     upload and process side by side while their attaches take turns. An upload that links itself (`links_itself`,
-    Open WebUI 0.11+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
+    Open WebUI 0.12.4+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
     back. `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
     empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
@@ -617,9 +617,10 @@ async def _process_linked(
         status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
         processed_after = asyncio.get_running_loop().time() - started
     except ToolFailure as failure:
-        if failure.code == "timeout":
-            # Still running in Open WebUI, which may yet index it into the base: deleting the file now could leave
-            # its vectors in the base's collection with no document. Recovery settles it once Open WebUI is done.
+        if await _status_or_none(app, file_id) != "failed":
+            # Still running in Open WebUI (a timeout), or its status could not be read: Open WebUI may yet index it
+            # into the base, and deleting the file now could leave its vectors in the base's collection with no
+            # document. Recovery settles it once Open WebUI is done.
             raise _failed(failure, "process", file_id, after_upload=True).explained(
                 f" If it finishes, Open WebUI links the file {file_id} to knowledge base {knowledge_id} itself; if it "
                 "fails, the next write with this key (or `openwebui-rag-mcp recover`) removes it."
@@ -650,21 +651,31 @@ async def _process_linked(
     return Uploaded(file_id, status, len(extracted), processed_after)
 
 
-# How long a file Open WebUI calls "completed" may take to show in its base: 0.11.0 to 0.12.3 link it just after.
+# How long a file Open WebUI calls "completed" may take to show in the base's lists (0.12.4 links it first).
 _LINK_WAIT_SECONDS = 10.0
 
 
 async def _linked(app: App, knowledge_id: str, file_id: str, filename: str) -> bool:
-    """Whether the base lists a file that linked itself, looked at again for a moment when it does not yet."""
+    """Whether the base lists a file that linked itself, looked at again for a moment when it does not yet; last, in
+    every document of the base (Open WebUI's name search is an ILIKE, which on PostgreSQL reads `\\` in a name as an
+    escape)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _LINK_WAIT_SECONDS
     delay = _POLL_FIRST_DELAY
     while not await app.client.lists_file(knowledge_id, file_id, filename):
         if loop.time() + delay > deadline:
-            return False
+            files, _ = await app.client.knowledge_files(knowledge_id, None)
+            return any(f.file_id == file_id for f in normalize.file_records(files))
         await asyncio.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_DELAY)
     return True
+
+
+async def _status_or_none(app: App, file_id: str) -> str | None:
+    try:
+        return await app.client.process_status(file_id)
+    except ToolFailure:
+        return None
 
 
 async def _text_or_none(app: App, file_id: str) -> str | None:
@@ -689,7 +700,7 @@ async def _unlink(app: App, knowledge_id: str, file_id: str, failure: ToolFailur
             lease.check()
             await app.client.remove_file(knowledge_id, file_id, delete_file=True)
     except ToolFailure as problem:
-        return _failed(failure, "attach", file_id, after_upload=True).explained(
+        return _failed(failure, "process", file_id, after_upload=True).explained(
             f" Knowledge base {knowledge_id} holds the file {file_id}, which could not be removed again "
             f"({problem.code}): remove it with knowledge_delete."
         )

@@ -28,7 +28,8 @@ def live_version() -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test here is `live`; one marked `releases(...)` runs only against those releases. It is deselected on the
     others, never skipped: the test command fails on any skip."""
-    kept, deselected = [], []
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
     for item in items:
         if Path(item.path).resolve().is_relative_to(LIVE_DIR):
             item.add_marker(pytest.mark.live)
