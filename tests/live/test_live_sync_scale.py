@@ -31,6 +31,7 @@ FILES = 500
 SUBFOLDERS = 10
 RUN_TIMEOUT = 1200.0  # a bound against a hang, not a speed check
 SEARCHED = 8  # notes looked up by their own words once the folder is synced
+WIDE_K = 100
 
 
 def codeword(run: str, index: int) -> str:
@@ -114,12 +115,19 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     timings.append(f"uploads left in no base: {len(orphans)}")
     assert len(orphans) <= 1, orphans
 
-    # Every document is searchable: a few notes, drawn at random, are found by their own codeword.
+    # Every document is searchable: notes drawn at random are found in the base by their own codeword. The vector
+    # store's index is approximate (HNSW), and the test embeddings make every note nearly as far from a query as any
+    # other, so a top 5 can miss the note (4 of 500 seen on 0.12.4 while each was in the base's list and its own
+    # collection): a miss is asked again with a wide k, which widens the index's search too.
     for index in random.Random(run).sample(range(FILES), SEARCHED):
         word = codeword(run, index)
-        answer = owui.query_collection(inst, [knowledge_id], word, k=5)
-        texts = [text for documents in answer.get("documents") or [] for text in documents]
-        assert any(f"codeword is {word}." in text for text in texts), (index, texts)
+        for k in (5, WIDE_K):
+            answer = owui.query_collection(inst, [knowledge_id], word, k=k)
+            texts = [text for documents in answer.get("documents") or [] for text in documents]
+            if any(f"codeword is {word}." in text for text in texts):
+                break
+        else:
+            raise AssertionError(f"note {index} is not found in the base by its codeword: {texts[:3]}")
 
     synced = documents_of(inst, knowledge_id)
     unchanged = timed_sync(inst, folder, knowledge_id)
