@@ -71,14 +71,14 @@ def command(folder: Path, knowledge_id: str, *flags: str) -> list[str]:
     return [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id, *flags]
 
 
-def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str) -> Run:
+def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str, timeout: float = RUN_TIMEOUT) -> Run:
     started = time.monotonic()
     done = subprocess.run(
         command(folder, knowledge_id, *flags),
         env=sync_env(inst),
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=timeout,
         check=False,
     )
     assert inst.api_key not in done.stdout + done.stderr
