@@ -178,3 +178,65 @@ async def test_an_allowlist_keeps_other_bases_out() -> None:
             await list_files(app, KB, pending=0)
     assert caught.value.code == "not_found"
     assert router.calls == []
+
+
+def linking_upstream(status: Any, listed_after: int) -> respx.Router:
+    """0.10.2: the upload leaves Open WebUI's pending list at once, with `status`; the base lists it from the
+    `listed_after`-th read of its files on."""
+    router = upstream("0.10.2", answers=[[in_processing(UPLOADING)], []])
+    if isinstance(status, int):
+        router.get(f"/api/v1/files/{UPLOADING}/process/status").respond(status, json={"detail": "Not found"})
+    else:
+        router.get(f"/api/v1/files/{UPLOADING}/process/status").respond(json={"status": status})
+    reads = iter(range(1, 1000))
+
+    def files(request: httpx.Request) -> httpx.Response:
+        assert request.url.params["query"] == "handbook.pdf"
+        items = [in_processing(UPLOADING, "completed")] if next(reads) >= listed_after else []
+        return httpx.Response(200, json={"items": items, "total": len(items)})
+
+    router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=files)
+    return router
+
+
+async def test_before_0_12_4_an_upload_off_the_pending_list_is_waited_for_until_the_base_lists_it() -> None:
+    # 0.9.6 to 0.12.3 say "completed" (and drop the file from the pending list) a moment before the link.
+    router = linking_upstream("completed", listed_after=3)
+    told: list[str] = []
+
+    async def progress(done: float, total: float, message: str) -> None:
+        told.append(message)
+
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60, progress=progress)
+    assert listed.hint == "nothing is processing: every document of the base is searchable"
+    assert told == ["1 still processing"] * 3
+    assert router.routes[4].call_count == 3  # the base's list, asked by the file's name until it is there
+
+
+async def test_before_0_12_4_a_wait_that_runs_out_before_the_link_names_the_file_as_processing() -> None:
+    router = linking_upstream("completed", listed_after=10**6)
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=1)
+    assert [(item.file_id, item.status) for item in listed.items] == [(UPLOADING, "processing")]
+    assert listed.hint is not None
+    assert "1 not searchable yet after waiting 1 s" in listed.hint
+
+
+@pytest.mark.parametrize("status", ["failed", 404], ids=["processing failed", "file deleted"])
+async def test_before_0_12_4_an_upload_that_failed_or_is_gone_is_not_waited_for(status: Any) -> None:
+    router = linking_upstream(status, listed_after=10**6)
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60)
+    assert (listed.items, listed.hint) == ([], "nothing is processing: every document of the base is searchable")
+    assert router.routes[3].call_count == 1
+    assert router.routes[4].call_count == 0
+
+
+async def test_on_0_12_4_leaving_the_pending_list_is_the_link_itself() -> None:
+    router = linking_upstream("completed", listed_after=10**6)
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60)
+    assert listed.items == []
+    assert (router.routes[3].call_count, router.routes[4].call_count) == (0, 0)

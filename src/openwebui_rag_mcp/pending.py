@@ -5,6 +5,10 @@ interface and `oikb` upload) once its background processing is done, and lists t
 `GET /knowledge/{id}/files/pending`. On every release this server's journal knows its own uploads to the base that
 are in flight for the caller's credential (uploaded, not attached yet). A base's listed documents are processed
 before they are attached, so they are never in this list.
+
+Before 0.12.4 Open WebUI takes an upload off its pending list once it calls it "completed", which is a moment before
+the base links it (0.9.6 to 0.10.2: also before it is indexed into the base). So a file seen pending stays in the
+answer, as processing, until the base lists it or its processing failed: "nothing is processing" means searchable.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_range
-from openwebui_rag_mcp.errors import invalid_argument
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import FileItem, KnowledgeFiles
 
 WAIT_MAX_SECONDS = 3_600
@@ -39,8 +43,9 @@ async def pending_files(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     await app.client.knowledge(knowledge_id)  # the base must be readable with the caller's credential
+    seen: dict[str, FileItem] = {}  # seen on Open WebUI's pending list, until the base lists them
     while True:
-        items = await _pending_once(app, knowledge_id)
+        items = await _pending_once(app, knowledge_id, seen)
         left = deadline - loop.time()
         if not items or left <= 0:
             break
@@ -58,13 +63,15 @@ async def pending_files(
     )
 
 
-async def _pending_once(app: App, knowledge_id: str) -> list[FileItem]:
+async def _pending_once(app: App, knowledge_id: str, seen: dict[str, FileItem]) -> list[FileItem]:
     release = await app.client.release()
     found: dict[str, FileItem] = {}
     if release.folders:  # the release that links uploads itself (0.9.6) lists them too
         for raw in await app.client.pending_files(knowledge_id):
             item = _pending_item(raw)
             found[item.file_id] = item
+        if not release.links_on_upload:
+            await _still_linking(app, knowledge_id, found, seen)
     if app.inflight is not None:
         now = app.inflight.now()
         for record in await app.inflight.records(app.uploads_owner()):
@@ -82,6 +89,28 @@ async def _pending_once(app: App, knowledge_id: str) -> list[FileItem]:
                     status="processing",
                 )
     return list(found.values())
+
+
+async def _still_linking(app: App, knowledge_id: str, found: dict[str, FileItem], seen: dict[str, FileItem]) -> None:
+    """Adds to `found` the files seen pending earlier that the base does not list yet (module docstring)."""
+    for file_id, item in list(seen.items()):
+        if file_id not in found and not await _linked_or_failed(app, knowledge_id, item):
+            found[file_id] = item.model_copy(update={"status": "processing"})
+    for file_id, item in found.items():
+        seen.setdefault(file_id, item)
+    for file_id in [file_id for file_id in seen if file_id not in found]:
+        del seen[file_id]
+
+
+async def _linked_or_failed(app: App, knowledge_id: str, item: FileItem) -> bool:
+    try:
+        if await app.client.process_status(item.file_id) == "failed":
+            return True
+    except ToolFailure as failure:
+        if failure.code == "not_found":  # deleted: nothing left to wait for
+            return True
+        raise
+    return await app.client.lists_file(knowledge_id, item.file_id, item.filename)
 
 
 def _pending_item(raw: Mapping[str, Any]) -> FileItem:

@@ -5,7 +5,6 @@ pending; a second user learns nothing of a base it cannot read."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -17,7 +16,6 @@ from tests.live.stdio import stdio_session
 pytestmark = pytest.mark.anyio
 
 LINKS_ITSELF = (0, 9, 6)
-LINK_AFTER_COMPLETED_POLLS = 60
 
 
 async def test_pending_uploads_are_waited_for_until_the_base_holds_them(
@@ -44,14 +42,6 @@ async def test_pending_uploads_are_waited_for_until_the_base_holds_them(
             assert "1 not searchable yet" in now["hint"], now
         waited = await admin.ok("knowledge_files", {"knowledge_id": base, "pending": 600})
         listed = await admin.ok("knowledge_files", {"knowledge_id": base})
-        # Before 0.12.4 Open WebUI calls the upload "completed" (so no longer pending) before it links it to the base
-        # (0.9.6 to 0.10.2) or just before (0.11 to 0.12.3): the link may come a moment after the wait ends. Seen
-        # once in CI on 0.10.2; the hint's promise there is TODO.md's.
-        for _ in range(LINK_AFTER_COMPLETED_POLLS if owui.version_parts(inst.version) < (0, 12, 4) else 0):
-            if {item["file_id"] for item in listed["items"]} == set(uploaded):
-                break
-            await asyncio.sleep(1.0)
-            listed = await admin.ok("knowledge_files", {"knowledge_id": base})
     assert (waited["total"], waited["items"]) == (0, []), waited
     assert waited["hint"] == "nothing is processing: every document of the base is searchable"
     assert {item["file_id"] for item in listed["items"]} == set(uploaded)

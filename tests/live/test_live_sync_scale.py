@@ -25,22 +25,22 @@ from tests.live.test_live_sync import command, documents_of, expected_names, mir
 # 0.12.4, whose uploads link themselves. The releases before attach with file/add and take 3 to 7 minutes each here
 # (Open WebUI's own work per file grows with the files it holds), more than the CI run has room for, and on 0.6.5 a
 # CI run under load once saw 3 of the resumed run's 400 files fail: TODO.md.
-# Out of CI for now: its search check failed twice on 0.12.4 (a note not found by its codeword even with k=100,
-# while listed and in its own collection), not yet explained; TODO.md. Run it with OPENWEBUI_LIVE_VERSION=0.12.4 and
-# releases("0.12.4") put back.
-pytestmark = [pytest.mark.live, pytest.mark.releases()]
+pytestmark = [pytest.mark.live, pytest.mark.releases("0.12.4")]
 
 FILES = 500
 SUBFOLDERS = 10
 RUN_TIMEOUT = 1200.0  # a bound against a hang, not a speed check
-SEARCHED = 8  # notes looked up by their own words once the folder is synced
-WIDE_K = 100
+SEARCHED = 50  # notes looked up by their own words once the folder is synced
+WORDS = 6
 
 
-def codeword(run: str, index: int) -> str:
-    """A made-up word of its own per note: the test embeddings rank by shared words and letter triples, so a word
-    with digits in it would be close to its neighbours' (x493 and x499)."""
-    return "".join(random.Random(f"{run}-{index}").choices(string.ascii_lowercase, k=12))
+def words_of(run: str, index: int) -> list[str]:
+    """Made-up words of a note's own. Notes that shared most of their text (one codeword each in a common sentence)
+    were nearly the same vector to the test embeddings, and a one-word query far from all of them: Chroma's
+    approximate (HNSW) search then missed about half of them even with k=100, while an exact ranking put each first.
+    Notes of their own words, asked for by three of them, are found every time (1,000 of 1,000 in Chroma)."""
+    draw = random.Random(f"{run}-{index}")
+    return ["".join(draw.choices(string.ascii_lowercase, k=draw.randint(5, 10))) for _ in range(WORDS)]
 
 
 def make_notes(root: Path, run: str) -> Path:
@@ -48,7 +48,7 @@ def make_notes(root: Path, run: str) -> Path:
     for index in range(FILES):
         sub = folder / f"section-{index % SUBFOLDERS:02d}"
         sub.mkdir(parents=True, exist_ok=True)
-        text = f"# Note {index}\n\nHandbook note {index} of run {run}: the codeword is {codeword(run, index)}.\n"
+        text = f"# Note {index}\n\n{' '.join(words_of(run, index))}.\n"
         (sub / f"note-{index:03d}.md").write_text(text, encoding="utf-8")
     return folder
 
@@ -105,19 +105,12 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     timings.append(f"uploads left in no base: {len(orphans)}")
     assert len(orphans) <= 1, orphans
 
-    # Every document is searchable: notes drawn at random are found in the base by their own codeword. The vector
-    # store's index is approximate (HNSW), and the test embeddings make every note nearly as far from a query as any
-    # other, so a top 5 can miss the note (4 of 500 seen on 0.12.4 while each was in the base's list and its own
-    # collection): a miss is asked again with a wide k, which widens the index's search too.
+    # Every document is searchable: notes drawn at random are found in the base by three of their own words.
     for index in random.Random(run).sample(range(FILES), SEARCHED):
-        word = codeword(run, index)
-        for k in (5, WIDE_K):
-            answer = owui.query_collection(inst, [knowledge_id], word, k=k)
-            texts = [text for documents in answer.get("documents") or [] for text in documents]
-            if any(f"codeword is {word}." in text for text in texts):
-                break
-        else:
-            raise AssertionError(f"note {index} is not found in the base by its codeword: {texts[:3]}")
+        words = words_of(run, index)
+        answer = owui.query_collection(inst, [knowledge_id], " ".join(words[:3]), k=5)
+        texts = [text for documents in answer.get("documents") or [] for text in documents]
+        assert any(" ".join(words) in text for text in texts), f"note {index} is not found by its words: {texts[:3]}"
 
     synced = documents_of(inst, knowledge_id)
     unchanged = run_sync(inst, folder, knowledge_id, timeout=RUN_TIMEOUT)
