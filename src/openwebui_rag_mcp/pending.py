@@ -110,7 +110,7 @@ async def _linked_or_failed(app: App, knowledge_id: str, item: FileItem) -> bool
         if failure.code == "not_found":  # deleted: nothing left to wait for
             return True
         raise
-    return await app.client.lists_file(knowledge_id, item.file_id, item.filename)
+    return await app.client.lists_file(knowledge_id, item.file_id, item.filename or "")
 
 
 def _pending_item(raw: Mapping[str, Any]) -> FileItem:
