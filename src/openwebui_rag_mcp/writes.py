@@ -569,6 +569,16 @@ async def _extracted(app: App, file_id: str, filename: str, body: object = None)
     return document.text
 
 
+async def _timed_processing(
+    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, upload: Upload
+) -> tuple[str, float]:
+    """The wait for Open WebUI's processing of an upload: its final status and how long it took."""
+    await _tell(progress, 2, 4, "processing")
+    started = asyncio.get_running_loop().time()
+    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
+    return status, asyncio.get_running_loop().time() - started
+
+
 async def _process_and_attach(
     app: App,
     release: Release,
@@ -581,11 +591,8 @@ async def _process_and_attach(
     """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
     even that fails, named in the error)."""
     file_id = uploaded.file_id
-    await _tell(progress, 2, 4, "processing")
-    started = asyncio.get_running_loop().time()
     try:
-        status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
-        processed_after = asyncio.get_running_loop().time() - started
+        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload)
         extracted = await _extracted(app, file_id, upload.filename) if text is None else None
     except ToolFailure as failure:
         raise await _discard(app, file_id, failure, "process") from None
@@ -611,11 +618,8 @@ async def _process_linked(
     its text read back and its link confirmed, or removed again; the base's lock is not taken, as nothing here
     changes the base but Open WebUI's own link."""
     file_id = uploaded.file_id
-    await _tell(progress, 2, 4, "processing")
-    started = asyncio.get_running_loop().time()
     try:
-        status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
-        processed_after = asyncio.get_running_loop().time() - started
+        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload)
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":
             # Still running in Open WebUI (a timeout), or its status could not be read: Open WebUI may yet index it

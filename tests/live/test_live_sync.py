@@ -122,6 +122,28 @@ def identity(item: dict[str, Any], mirrored: bool, folder_of: dict[str, str]) ->
     return f"{path}#{item['meta']['file_hash'][:12]}"
 
 
+def interrupted_sync(inst: Instance, folder: Path, knowledge_id: str, after: int) -> list[str]:
+    """A run stopped with SIGTERM once `after` files were reported done."""
+    reported: list[str] = []
+    with subprocess.Popen(
+        command(folder, knowledge_id), env=sync_env(inst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:  # one line per file, flushed as each is done
+                reported.append(line.rstrip("\n"))
+                if sum(entry.endswith(": ok") for entry in reported) >= after:
+                    break
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == -signal.SIGTERM, (process.returncode, reported[-5:])
+    return reported
+
+
 def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
     """file_id -> identity of every document Open WebUI itself lists in the base (every page)."""
     found: dict[str, str] = {}
@@ -293,23 +315,7 @@ def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Inst
     other = owui.create_knowledge(inst, f"sync-killed-{run}", "a folder kept in sync, interrupted", private=True)
     files_before = owui.file_ids(inst)
     started = time.monotonic()
-    reported: list[str] = []
-    with subprocess.Popen(
-        command(folder, other), env=sync_env(inst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    ) as process:
-        try:
-            assert process.stdout is not None
-            for line in process.stdout:  # one line per file, flushed as each is done
-                reported.append(line.rstrip("\n"))
-                if sum(entry.endswith(": ok") for entry in reported) >= FILES // 2:
-                    break
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == -signal.SIGTERM, (process.returncode, reported)
+    interrupted_sync(inst, folder, other, after=FILES // 2)
     interrupted = names_of(inst, other)
     assert 0 < len(interrupted) < FILES, f"the run was not stopped half-way: {len(interrupted)} documents"
     timings.append(f"killed run: {time.monotonic() - started:.1f} s, {len(interrupted)} documents")
