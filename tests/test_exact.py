@@ -17,6 +17,7 @@ import respx
 from openwebui_rag_mcp import exact
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.exact import find_exact
 from tests.conftest import make_settings, mock_transport, new_router
@@ -60,7 +61,7 @@ async def app_for(router: respx.Router) -> AsyncIterator[App]:
         await client.aclose()
 
 
-@pytest.mark.parametrize("release", ["0.6.5", "0.12.4"])
+@pytest.mark.parametrize("release", ["0.6.5", "0.8.12", "0.9.5", "0.9.6", "0.10.2", "0.12.4"])
 async def test_every_matching_line_with_its_number(release: str) -> None:
     router, asked = upstream(release)
     async with app_for(router) as app:
@@ -70,9 +71,11 @@ async def test_every_matching_line_with_its_number(release: str) -> None:
         ("f-3", 2, "错误 ERR-4711 出现了"),
     ]
     assert (found.count, found.files_scanned, found.files_capped, found.matches_capped) == (2, 3, False, False)
-    if release == "0.12.4":  # Open WebUI's own content filter narrows what is read
-        assert asked[0]["query"] == "ERR-4711"
-        assert asked[0]["include_content"] == "true"
+    # From 0.9.6 Open WebUI's own content filter narrows what is read; before, every document is listed and read.
+    if Release.parse(release).parts >= (0, 9, 6):
+        assert [(params["query"], params["include_content"]) for params in asked] == [("ERR-4711", "true")]
+    else:
+        assert all("query" not in params for params in asked)
 
 
 async def test_case_insensitive_by_choice() -> None:

@@ -22,9 +22,10 @@ KEEP_FILE_ON_REMOVE = (0, 6, 27)  # file/remove honours ?delete_file=false
 # POST /files/{id}/data/content/update re-indexes every base holding the file (read in 0.12.4's source; the 0.12.0
 # CHANGELOG fixes its error reporting). Before it, each base needs its own POST /knowledge/{id}/file/update.
 CONTENT_UPDATE_REINDEXES = (0, 12, 0)
-# GET /knowledge/{id}/files?query=&include_content=true searches the text (0.12.4's source; 0.6.43 matches the
-# filename only; the releases between are not in the matrix, so they read every document).
-CONTENT_SEARCH = (0, 12, 0)
+# GET /knowledge/{id}/files?query=&include_content=true searches the text from 0.9.6 (`data->>'content'` ILIKE, the
+# whole text; from 0.10.0 its first RAG_FILE_CONTENT_SEARCH_MAX_CHARS characters, 64 Mi by default): read in the
+# 0.9.0 to 0.9.6, 0.10.0, 0.10.1, 0.10.2, 0.11.0 and 0.12.4 wheels. 0.9.5 and earlier match the filename only.
+CONTENT_SEARCH = (0, 9, 6)
 # Bases have folders from 0.9.6 (GET /knowledge/{id}/files?directory_id= lists one with its subfolders); the lists
 # name each document's folder (`directory_path`, "a/b") from 0.12.0 (0.10.2's and 0.12.4's source).
 FOLDERS = (0, 9, 6)

@@ -24,15 +24,15 @@ MATCHES_MAX = 500
 LINE_MAX_CHARS = 400
 _READERS = 4
 
-# What Open WebUI's content filter may be asked. From 0.12 it is `filename ILIKE '%q%' OR substr(data->>'content', 1,
-# RAG_FILE_CONTENT_SEARCH_MAX_CHARS) ILIKE '%q%'` (models/knowledge.py), which differs from our matching: on
-# PostgreSQL a backslash escapes the next character, `%` and `_` are wildcards, case is folded with the database's
-# lower() (per character, by locale: Turkish folds I to dotless i), on SQLite with ASCII-only lower(); earlier builds
-# searched the JSON text, where `"` is `\"`. Printable ASCII without those four characters is compared the same way
-# by every engine, as long as no non-ASCII character of the text can fold into it: that happens only without case,
-# and only to the letters below ("ß" -> "ss", "ﬁ" -> "fi", KELVIN SIGN -> "k", "İ" -> "i̇", ...). So a run of safe
-# characters of the phrase is found by the filter in every document that holds the phrase; the longest such run is
-# what we send, and with none every document is read. The default window of the filter, 64 Mi characters, is more
+# What Open WebUI's content filter may be asked. From 0.10.0 it is `filename ILIKE '%q%' OR substr(data->>'content', 1,
+# RAG_FILE_CONTENT_SEARCH_MAX_CHARS) ILIKE '%q%'` (models/knowledge.py; 0.9.6 has no substr), which differs from our
+# matching: on PostgreSQL a backslash escapes the next character, `%` and `_` are wildcards, case is folded with the
+# database's lower() (per character, by locale: Turkish folds I to dotless i), on SQLite with ASCII-only lower();
+# earlier builds searched the JSON text, where `"` is `\"`. Printable ASCII without those four characters is compared
+# the same way by every engine, as long as no non-ASCII character of the text can fold into it: that happens only
+# without case, and only to the letters below ("ß" -> "ss", "ﬁ" -> "fi", KELVIN SIGN -> "k", "İ" -> "i̇", ...). So a run
+# of safe characters of the phrase is found by the filter in every document that holds the phrase; the longest such run
+# is what we send, and with none every document is read. The default window of the filter, 64 Mi characters, is more
 # than the client reads of one document (MAX_RESPONSE_BYTES).
 _PRINTABLE_ASCII = frozenset(chr(point) for point in range(0x20, 0x7F))
 _ESCAPED = frozenset('\\%_"')  # LIKE's escape and wildcards, and the quote JSON text escapes
