@@ -240,3 +240,11 @@ async def test_on_0_12_4_leaving_the_pending_list_is_the_link_itself() -> None:
         listed = await list_files(app, KB, pending=60)
     assert listed.items == []
     assert (router.routes[3].call_count, router.routes[4].call_count) == (0, 0)
+
+
+async def test_before_0_12_4_another_users_upload_whose_status_is_refused_is_waited_for_in_the_list() -> None:
+    router = linking_upstream(403, listed_after=2)
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60)
+    assert (listed.items, listed.hint) == ([], "nothing is processing: every document of the base is searchable")
+    assert router.routes[4].call_count == 2

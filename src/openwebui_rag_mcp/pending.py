@@ -107,9 +107,10 @@ async def _linked_or_failed(app: App, knowledge_id: str, item: FileItem) -> bool
         if await app.client.process_status(item.file_id) == "failed":
             return True
     except ToolFailure as failure:
-        if failure.code == "not_found":  # deleted: nothing left to wait for
+        if failure.code == "not_found":  # deleted (or invisible to this key): nothing this call can wait for
             return True
-        raise
+        if failure.code != "forbidden":  # another user's upload, whose status this key may not read: the list tells
+            raise
     return await app.client.lists_file(knowledge_id, item.file_id, item.filename or "")
 
 
