@@ -107,6 +107,7 @@ class Base:
         r.get("/api/version").respond(json={"version": version})
         r.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": True})
         r.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._list)
+        r.get(f"/api/v1/knowledge/{KB}/files/pending").mock(side_effect=self._pending)
         r.post("/api/v1/files/").mock(side_effect=self._upload)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").mock(side_effect=self._status)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._file)
@@ -159,6 +160,17 @@ class Base:
         below = [{"id": i, "name": name} for i, (name, parent) in self.folders.items() if parent == folder]
         answer: dict[str, Any] = {"items": items, "total": len(items)}
         return httpx.Response(200, json=answer | ({"directories": below} if self.mirrored else {}))
+
+    def _pending(self, request: httpx.Request) -> httpx.Response:
+        """Uploads naming the base that are still processing and not linked (0.12.4's pending list)."""
+        pending = [
+            file
+            for file_id, file in self.files.items()
+            if file["meta"]["data"].get("knowledge_id") == KB
+            and file["data"]["status"] in ("pending", "processing")
+            and file_id not in self.members
+        ]
+        return httpx.Response(200, json=pending)
 
     def _upload(self, request: httpx.Request) -> httpx.Response:
         self._wrote(request)
@@ -749,28 +761,25 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
 # -- files in flight at once (issue 18) ------------------------------------------------------------------------------
 
 
-def most_in_flight(base: Base) -> int:
-    """The most files uploaded and not yet attached (or, where uploads link themselves, not yet read back after their
-    link was confirmed) at any point, from the requests in arrival order."""
-    in_flight = most = 0
-    for call in base.router.calls:
-        method, path = call.request.method, call.request.url.path
-        if method == "POST" and path == "/api/v1/files/":
-            in_flight += 1
-            most = max(most, in_flight)
-        elif path.endswith("/file/add") or (
-            base.links_itself and method == "GET" and re.fullmatch(r"/api/v1/files/[^/]+", path)
-        ):
-            in_flight -= 1
-    return most
-
-
 @pytest.mark.parametrize(("concurrency", "bounds"), [(1, (1, 1)), (4, (2, 4))])
 async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
-    base: Base, tmp_path: Path, concurrency: int, bounds: tuple[int, int]
+    base: Base, tmp_path: Path, concurrency: int, bounds: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each file still ends confirmed (attached after its processing); `concurrency` bounds how many are in flight,
-    so no more than that many files' bytes are held at once."""
+    """Each file still ends confirmed (attached after its processing, or its link confirmed); `concurrency` bounds how
+    many are in flight, so no more than that many files' bytes are held at once."""
+    in_flight = most = 0
+    upload_to_base = writes.upload_to_base
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            return await upload_to_base(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(sync_module, "upload_to_base", counted)
 
     async def processing(request: httpx.Request, file_id: str) -> httpx.Response:
         await asyncio.sleep(0.001)  # Open WebUI processes elsewhere: the upload's task gives way meanwhile
@@ -783,7 +792,7 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     assert code == OK, lines
     assert len(base.members) == 12
     low, high = bounds
-    assert low <= most_in_flight(base) <= high
+    assert low <= most <= high
     assert sorted(line for line in lines if line.startswith("add ")) == [
         f"add      note-{i:02d}.md: ok" for i in range(12)
     ]
@@ -987,8 +996,11 @@ async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(
         assert base.added == []
         (folder_id,) = base.folders
         assert set(base.members.values()) == {folder_id, None}  # b.md in its folder, a.md at the top
-        confirmations = [c for c in base.router.calls if c.request.url.params.get("query")]
-        assert sorted(c.request.url.params["query"] for c in confirmations) == ["a.md", "b.md"]
+        paths = [c.request.url.path for c in base.router.calls]
+        # Confirmed together: the base's pending list and its newest page, no status poll or name search per file.
+        assert f"/api/v1/knowledge/{KB}/files/pending" in paths
+        assert not [c for c in base.router.calls if c.request.url.params.get("query")]
+        assert not [path for path in paths if path.endswith("/process/status")]
     else:
         assert base.linked_itself == []
         assert len(base.added) == 2
@@ -1022,9 +1034,15 @@ async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base
 async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(base: Base, tmp_path: Path) -> None:
     """Deleting it then could leave its vectors in the base's collection with no document: it is named, kept in the
     journal for recovery, and not deleted."""
-    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").respond(
-        json={"status": "processing"}
-    )
+    original = base._upload
+
+    def still_processing(request: httpx.Request) -> httpx.Response:
+        answer = original(request)
+        base.members.pop(answer.json()["id"], None)
+        base.files[answer.json()["id"]]["data"]["status"] = "processing"
+        return answer
+
+    base.router.post("/api/v1/files/").mock(side_effect=still_processing)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path, env={"OPENWEBUI_PROCESS_TIMEOUT": "1"})
     assert code == SOME_FAILED
@@ -1038,6 +1056,7 @@ async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: 
     """Only a status read as "failed" proves Open WebUI will not index the file into the base any more: an unreadable
     status (a 502 from a proxy) leaves the file, and says so, rather than risk vectors with no document."""
     base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").respond(502, text="bad gateway")
+    base.router.get(f"/api/v1/knowledge/{KB}/files/pending").respond(502, text="bad gateway")
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path)
     assert code == SOME_FAILED
@@ -1106,3 +1125,48 @@ async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base:
     assert any(line.startswith("add      blank.md: FAILED") and "extracted no text" in line for line in lines), lines
     assert any("was removed again" in line for line in lines), lines
     assert base.names() == ["a.md"]
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_links_are_confirmed_together_with_no_request_per_file_but_the_upload(base: Base, tmp_path: Path) -> None:
+    """Every file in flight is confirmed by the base's pending list and one read of its newest documents (which carry
+    the hash of each text): no status poll, name search or text read-back per file."""
+    for i in range(12):
+        (tmp_path / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nText {i}.")
+    code, lines = await run(tmp_path, concurrency=4)
+    assert code == OK, lines
+    assert len(base.members) == 12
+    per_file = [
+        c.request.url
+        for c in base.router.calls
+        if c.request.url.path.endswith("/process/status")
+        or c.request.url.params.get("query")
+        or re.fullmatch(r"/api/v1/files/[^/]+", c.request.url.path)
+    ]
+    assert per_file == []
+    uploading = [c.request for c in base.router.calls][[c.request.method for c in base.router.calls].index("POST") :]
+    newest_pages = [r for r in uploading if r.url.path.endswith(f"{KB}/files") and r.url.params.get("page") == "1"]
+    pending = [r for r in uploading if r.url.path.endswith("/files/pending")]
+    assert 1 <= len(newest_pages) <= len(pending)
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_link_the_newest_page_does_not_show_is_confirmed_by_the_file_itself(base: Base, tmp_path: Path) -> None:
+    """Others changed so many documents that the file is not among the base's newest: its writer reads its status,
+    searches the base for its name and reads its text back, as a single upload does."""
+    listing = base._list
+
+    def newest_page_without_ours(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("page") == "1" and "query" not in request.url.params:
+            return httpx.Response(200, json={"items": [], "total": len(base.members), "directories": []})
+        return listing(request)
+
+    base.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=newest_page_without_ours)
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "b.md").write_text("# B")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert base.names() == ["a.md", "b.md"]
+    searched = sorted(c.request.url.params["query"] for c in base.router.calls if c.request.url.params.get("query"))
+    assert searched == ["a.md", "b.md"]
+    assert len([c for c in base.router.calls if c.request.url.path.endswith("/process/status")]) >= 2

@@ -68,6 +68,7 @@ from openwebui_rag_mcp import normalize, tools
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, read_under
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
@@ -638,6 +639,10 @@ class _Run:
     writable_checked: bool = False  # an upload of this run got in: the key may write to the base
     # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
     processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
+    watch: LinkWatch | None = None  # where uploads that link themselves are awaited together
+
+    def __post_init__(self) -> None:
+        self.watch = LinkWatch(self.app.client, self.knowledge_id)
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
@@ -827,6 +832,7 @@ class _Run:
             if self.processing_seconds
             else None,
             writable_checked=self.writable_checked,
+            watch=self.watch,
         )
         try:
             done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")

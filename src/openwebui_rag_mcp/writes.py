@@ -26,6 +26,7 @@ from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
 from openwebui_rag_mcp.inflight import Tracked
+from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
 from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
@@ -329,11 +330,17 @@ async def _created_by_caller(app: App, release: Release, knowledge_id: str, name
 
 
 async def _wait_processed(
-    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, first_poll: float | None = None
+    app: App,
+    release: Release,
+    uploaded: normalize.FileRecord,
+    progress: Progress,
+    first_poll: float | None = None,
+    waited: float = 0.0,
 ) -> str:
     """Wait until Open WebUI has extracted and embedded the file; its final status. Progress goes out on every
     poll, so clients that extend their timeout on progress keep waiting. `first_poll`: when to look first (a caller
-    that has seen how long its files take), else _POLL_FIRST_DELAY."""
+    that has seen how long its files take), else _POLL_FIRST_DELAY. `waited`: seconds of OPENWEBUI_PROCESS_TIMEOUT
+    already spent waiting for this file."""
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
         if uploaded.error:
@@ -343,7 +350,7 @@ async def _wait_processed(
         return "completed"
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + app.settings.process_timeout
+    deadline = started + app.settings.process_timeout - waited
     delay = _POLL_FIRST_DELAY if first_poll is None else min(max(first_poll, _POLL_FIRST_DELAY), _POLL_MAX_DELAY)
     polls = 0
     while True:
@@ -436,6 +443,8 @@ class Upload:
     # indexes and links it in its background task, with no `file/add` and no lock held for it.
     links_itself: bool = False
     first_poll: float | None = None  # when to ask first whether it is processed (`sync`: as its files took so far)
+    # Where such uploads to the base are awaited together (`sync`); without it each polls its own status.
+    watch: LinkWatch | None = None
     # The caller checked that the key may write to the base (`sync`, once per run): Open WebUI refuses the attach or
     # the link of a base that has become read-only since, and the file is then removed again.
     writable_checked: bool = False
@@ -445,7 +454,8 @@ class Upload:
 class Uploaded:
     file_id: str
     status: str
-    extracted_chars: int | None  # None when the text was ours (knowledge_add), not extracted by Open WebUI
+    # None when the text was ours (knowledge_add), or its length was not read (a watched upload listed with its hash)
+    extracted_chars: int | None
     processed_after: float | None = None  # seconds from the upload's answer until Open WebUI had processed it
 
 
@@ -570,13 +580,14 @@ async def _extracted(app: App, file_id: str, filename: str, body: object = None)
 
 
 async def _timed_processing(
-    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, upload: Upload
+    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, upload: Upload, waited: float = 0.0
 ) -> tuple[str, float]:
-    """The wait for Open WebUI's processing of an upload: its final status and how long it took."""
+    """The wait for Open WebUI's processing of an upload: its final status and how long it took (with `waited`,
+    the seconds already spent on it)."""
     await _tell(progress, 2, 4, "processing")
     started = asyncio.get_running_loop().time()
-    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll)
-    return status, asyncio.get_running_loop().time() - started
+    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll, waited)
+    return status, asyncio.get_running_loop().time() - started + waited
 
 
 async def _process_and_attach(
@@ -616,10 +627,22 @@ async def _process_linked(
     """The rest of an upload that links itself: Open WebUI indexes the file into the base and links it in its
     background task, then says "completed" (or "failed", having linked nothing). It ends with the file in the base,
     its text read back and its link confirmed, or removed again; the base's lock is not taken, as nothing here
-    changes the base but Open WebUI's own link."""
+    changes the base but Open WebUI's own link. With a watch, the link is awaited together with the run's other
+    uploads to the base (`linkwatch`), and the file looked at by itself only when the watch cannot tell."""
     file_id = uploaded.file_id
+    waited = 0.0
+    if upload.watch is not None:
+        await _tell(progress, 2, 4, "processing")
+        started = asyncio.get_running_loop().time()
+        listed = await upload.watch.linked(file_id, app.settings.process_timeout)
+        waited = asyncio.get_running_loop().time() - started
+        # Listed, so indexed into the base (0.12.4 indexes, then links); a hash of some text, so it has a text (a
+        # hash of none, or none at all, and the text is read back as below).
+        if listed is not None and listed.hash not in (None, _NO_TEXT_SHA256):
+            await _tell(progress, 4, 4, "done")
+            return Uploaded(file_id, "completed", None, waited)
     try:
-        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload)
+        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload, waited)
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":
             # Still running in Open WebUI (a timeout), or its status could not be read: Open WebUI may yet index it
@@ -655,6 +678,8 @@ async def _process_linked(
     return Uploaded(file_id, status, len(extracted), processed_after)
 
 
+# The hash Open WebUI keeps (`hash`, the SHA-256 of the extracted text) for a file with no text at all.
+_NO_TEXT_SHA256 = hashlib.sha256(b"").hexdigest()
 # How long a file Open WebUI calls "completed" may take to show in the base's lists (0.12.4 links it first).
 _LINK_WAIT_SECONDS = 10.0
 
