@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ OIKB_FROM = (0, 9, 6)
 SUBFOLDERS = 10
 POLL = 0.1
 COMPLETE_WITHIN = 600.0
+STALLED_AFTER = 15.0
 
 
 def make_folder(root: Path, files: int) -> Path:
@@ -71,15 +73,31 @@ def oikb_executable() -> Path:
     return executable
 
 
-def timed_run(command: list[str], env: dict[str, str], *, failures: bool = False) -> tuple[float, str]:
-    """Run a command to its end; its time and output. A failed run is an error unless `failures` (oikb's runs
-    report the files Open WebUI refused, and go on)."""
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0 and not failures:
-        raise RuntimeError(f"{command[0]} failed ({done.returncode}): {done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return seconds, done.stdout + done.stderr
+@dataclass(frozen=True)
+class Ran:
+    seconds: float
+    output: str
+    peak_mib: float  # the command's peak resident memory
+
+
+def timed_run(command: list[str], env: dict[str, str], *, failures: bool = False) -> Ran:
+    """Run a command to its end; its time, output and peak memory. A failed run is an error unless `failures`
+    (oikb's runs report the files Open WebUI refused, and go on)."""
+    with tempfile.TemporaryFile("w+") as output:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        output.seek(0)
+        said = output.read()
+    if process.returncode != 0 and not failures:
+        raise RuntimeError(f"{command[0]} failed ({process.returncode}): {said[-4000:]}")
+    return Ran(seconds, said, usage.ru_maxrss / 1024)  # Linux reports KiB
+
+
+def peak(ran: Ran) -> str:
+    return f"{ran.peak_mib:.0f}"
 
 
 def oikb_errors(output: str) -> int:
@@ -104,12 +122,19 @@ def pending(inst: Instance, knowledge_id: str) -> list[Any]:
 
 def until_complete(inst: Instance, knowledge_id: str, files: int, started: float) -> float | None:
     """Seconds from `started` until the base holds `files` documents and none is pending; None when that has not
-    happened within COMPLETE_WITHIN seconds (uploads Open WebUI dropped without saying so)."""
-    while not base_is_complete(inst, knowledge_id, files):
-        if time.perf_counter() - started > COMPLETE_WITHIN:
+    happened within COMPLETE_WITHIN seconds, or nothing has been pending nor joined the base for STALLED_AFTER seconds
+    (uploads Open WebUI refused or dropped: they never come)."""
+    held, changed = -1, time.perf_counter()
+    while True:
+        now_held, now_pending = len(owui.files_of(inst, knowledge_id)), pending(inst, knowledge_id)
+        now = time.perf_counter()
+        if now_held >= files and not now_pending:
+            return now - started
+        if now_held != held or now_pending:
+            held, changed = now_held, now
+        if now - started > COMPLETE_WITHIN or now - changed > STALLED_AFTER:
             return None
         time.sleep(POLL)
-    return time.perf_counter() - started
 
 
 async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, bytes]], concurrency: int) -> float:
@@ -143,7 +168,7 @@ async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, byt
 
 
 def run(version: str, files: int, concurrency: int) -> str:
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as scratch:
         root = Path(scratch)
         folder = make_folder(root, files)
@@ -162,14 +187,13 @@ def run(version: str, files: int, concurrency: int) -> str:
             ours = owui.create_knowledge(inst, "bench-sync-ours", "", private=True)
             command = [sys.executable, "-m", "openwebui_rag_mcp", "sync", str(folder), "--knowledge-id", ours]
             command += ["--concurrency", str(concurrency)]
-            first, _ = timed_run(command, env)
+            first = timed_run(command, env)
             assert base_is_complete(inst, ours, files), "sync ended before every file was in the base"
-            second, said = timed_run(command, env)
-            assert f"{files} unchanged" in said, said[-500:]
-            rows.append(
-                (f"openwebui-rag-mcp sync --concurrency {concurrency}", f"{first:.1f}", f"{first:.1f}", f"{second:.2f}")
-            )
-            log(f"ours: {first:.1f} s, again {second:.2f} s")
+            second = timed_run(command, env)
+            assert f"{files} unchanged" in second.output, second.output[-500:]
+            name = f"openwebui-rag-mcp sync --concurrency {concurrency}"
+            rows.append((name, f"{first.seconds:.1f}", f"{first.seconds:.1f}", f"{second.seconds:.2f}", peak(first)))
+            log(f"ours: {first.seconds:.1f} s, again {second.seconds:.2f} s, peak {peak(first)} MiB")
 
             if owui.version_parts(version) >= OIKB_FROM:
                 oikb = str(oikb_executable())
@@ -177,24 +201,25 @@ def run(version: str, files: int, concurrency: int) -> str:
                     base = owui.create_knowledge(inst, f"bench-sync-oikb-{workers}", "", private=True)
                     command = [oikb, "sync", str(folder), "--kb-id", base, "--concurrency", str(workers)]
                     started = time.perf_counter()
-                    exited, said = timed_run(command, env, failures=True)
-                    errors = oikb_errors(said)
+                    exited = timed_run(command, env, failures=True)
+                    errors = oikb_errors(exited.output)
                     complete = until_complete(inst, base, files - errors, started)
                     held = len(owui.files_of(inst, base))
-                    again, said = timed_run(command, env, failures=True)
+                    again = timed_run(command, env, failures=True)
                     name = f"oikb sync --concurrency {workers}"
                     if errors:
-                        name += f" ({errors} uploads refused by Open WebUI; {oikb_errors(said)} on the second run)"
+                        refused_again = oikb_errors(again.output)
+                        name += f" ({errors} uploads refused by Open WebUI; {refused_again} on the second run)"
                     if complete is None:
-                        name += f" (the base held {held} of {files} files after {COMPLETE_WITHIN:.0f} s)"
+                        name += f" (the base held {held} of {files} files when nothing more came)"
                     searchable = "-" if complete is None else f"{complete:.1f}"
-                    rows.append((name, f"{exited:.1f}", searchable, f"{again:.2f}"))
-                    log(f"{name}: exits {exited:.1f} s, searchable {searchable} s, again {again:.2f} s")
+                    rows.append((name, f"{exited.seconds:.1f}", searchable, f"{again.seconds:.2f}", peak(exited)))
+                    log(f"{name}: exits {exited.seconds:.1f} s, searchable {searchable} s, again {again.seconds:.2f} s")
 
             direct = owui.create_knowledge(inst, "bench-sync-floor", "", private=True)
             contents = [(path.name, path.read_bytes()) for path in sorted(folder.rglob("*.md"))]
             low = asyncio.run(floor(inst, direct, contents, concurrency))
-            rows.append((f"httpx floor, {concurrency} at a time", f"{low:.1f}", f"{low:.1f}", "-"))
+            rows.append((f"httpx floor, {concurrency} at a time", f"{low:.1f}", f"{low:.1f}", "-", "-"))
             log(f"floor: {low:.1f} s")
         finally:
             owui.stop(inst)
@@ -202,9 +227,9 @@ def run(version: str, files: int, concurrency: int) -> str:
     lines = [
         f"Open WebUI {version}, {files} Markdown notes in {SUBFOLDERS} subfolders; {machine}.",
         "",
-        "| | command ends (s) | every file searchable (s) | second run, nothing changed (s) |",
-        "|---|---|---|---|",
-        *(f"| {name} | {ends} | {searchable} | {again} |" for name, ends, searchable, again in rows),
+        "| | command ends (s) | every file searchable (s) | second run, nothing changed (s) | peak memory (MiB) |",
+        "|---|---|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in rows),
     ]
     return "\n".join(lines)
 

@@ -186,6 +186,30 @@ async def test_knowledge_files_paged_on_0124(router: respx.Router) -> None:
     assert nested.call_count == 0
 
 
+@pytest.mark.parametrize(("admin", "requests"), [(True, 1), (False, 3)])
+async def test_every_document_is_asked_for_in_pages_of_1000_which_only_an_admin_gets(
+    router: respx.Router, admin: bool, requests: int
+) -> None:
+    """From 0.9.6 Open WebUI takes `limit` from an admin and keeps 30 for anyone else: a base is read whole either
+    way, in one request for an admin's key."""
+    version(router, "0.10.2")
+    files = [{"id": f"file-{n:03d}", "filename": f"{n}.md"} for n in range(65)]
+    limits: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        limits.append(request.url.params.get("limit"))
+        size = int(request.url.params.get("limit") or 30) if admin else 30
+        number = int(request.url.params["page"])
+        return httpx.Response(200, json={"items": files[(number - 1) * size : number * size], "total": len(files)})
+
+    router.get("/api/v1/knowledge/kb-1/files").mock(side_effect=answer)
+    async with open_client(router) as client:
+        every, total = await client.knowledge_files("kb-1", None)
+    assert total == 65
+    assert [f["id"] for f in every] == [f"file-{n:03d}" for n in range(65)]
+    assert limits == ["1000"] * requests
+
+
 async def test_knowledge_files_nested_on_065(router: respx.Router) -> None:
     version(router, "0.6.5")
     body = fixture_json("knowledge_065.json")

@@ -64,7 +64,7 @@ from pathlib import Path
 
 import anyio
 
-from openwebui_rag_mcp import normalize, tools
+from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
@@ -876,6 +876,8 @@ def _refusal(gone: int, held: int, max_delete: int | None, *, empty: bool) -> st
 
 async def _folders_of_documents(app: App, knowledge_id: str) -> dict[str, str]:
     """file_id -> the path of its folder ("" at the top), from Open WebUI's folder lists, folder by folder."""
+    from openwebui_rag_mcp import tools  # only for these releases: a run on any other does without importing it
+
     return dict(await tools.folder_documents(app, knowledge_id, [("", "")]))
 
 
