@@ -16,6 +16,9 @@ Endpoints:
 * ``GET /v1/models`` (also ``/models``): a one-model list.
 * ``GET /health``: ``{"status": true}``.
 
+A text that contains ``SLOW_MARKER`` is answered ``SLOW_SECONDS`` late (only that request), so a live test can hold
+Open WebUI in the middle of indexing one document and check that nothing calls it searchable before it is.
+
 Vectors are hashed word and character n-grams, so that shared words rank sensibly in any script:
 
 * the text is normalised with Unicode NFKC and case folding (and ``ё`` as ``е``); anything that is not a letter, a
@@ -46,12 +49,15 @@ import math
 import struct
 import sys
 import threading
+import time
 import unicodedata
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DIM = 512
+SLOW_MARKER = "slowembeddingmarker"
+SLOW_SECONDS = 4.0
 MODEL_NAME = "fake-embed"
 
 # Weights of the feature kinds (before the sub-linear count weighting and the final L2 normalisation).
@@ -345,6 +351,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.count_rerank()  # type: ignore[attr-defined]
             else:
                 body = embeddings_response(payload, self.dim)
+                if SLOW_MARKER in raw.decode("utf-8"):
+                    time.sleep(SLOW_SECONDS)
         except (ValueError, UnicodeDecodeError) as exc:
             self._error(400, str(exc))
             return

@@ -49,9 +49,21 @@ def test_each_row_matches_the_detected_capabilities(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "links"), [("0.10.2", False), ("0.11.0", False), ("0.12.3", False), ("0.12.4", True), ("dev", False)]
+    ("version", "links", "completes"),
+    [
+        ("0.9.6", False, False),
+        ("0.10.0", True, False),
+        ("0.10.2", True, False),
+        ("0.12.3", True, False),
+        ("0.12.4", True, True),
+        ("dev", False, False),
+    ],
 )
-def test_uploads_link_themselves_only_where_completed_means_indexed_and_linked(version: str, links: bool) -> None:
-    """Before 0.12.4 a self-linked upload is "completed" before it is indexed into the base; an unreadable version
-    is not taken to be 0.12.4."""
-    assert Release.parse(version).links_on_upload is links
+def test_uploads_link_themselves_where_the_file_says_when_it_is_indexed(
+    version: str, links: bool, completes: bool
+) -> None:
+    """From 0.10.0 the file's `meta.collection_name` says it is indexed into the base; only from 0.12.4 is
+    "completed" that late too. An unreadable version is taken to be neither."""
+    release = Release.parse(version)
+    assert release.links_on_upload is links
+    assert release.completes_when_linked is completes

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -335,3 +336,13 @@ def test_cli_prints_port_first_and_serves() -> None:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_a_text_with_the_slow_marker_is_answered_late(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live tests hold Open WebUI mid-indexing with it."""
+    monkeypatch.setattr(fake_embeddings, "SLOW_SECONDS", 1.0)
+    with httpx.Client(base_url=server_url, trust_env=False) as http:
+        started = time.monotonic()
+        answer = http.post("/v1/embeddings", json={"input": [f"a {fake_embeddings.SLOW_MARKER} text"]})
+        assert time.monotonic() - started >= 1.0
+    assert answer.json()["data"][0]["embedding"] == pytest.approx(embed(f"a {fake_embeddings.SLOW_MARKER} text"))

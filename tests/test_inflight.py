@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from openwebui_rag_mcp import inflight as inflight_module
-from openwebui_rag_mcp import writes
+from openwebui_rag_mcp import normalize, writes
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.inflight import (
@@ -60,6 +60,8 @@ class FakeUpstream:
     deleted: list[str] = field(default_factory=list)
     unreadable: bool = False
     statuses: dict[str, str] = field(default_factory=dict)  # file_id -> processing status (default "completed")
+    # file_id -> `meta.collection_name` (default the base "kb": written to it)
+    collections: dict[str, str] = field(default_factory=dict)
 
     async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
         if self.unreadable:
@@ -75,8 +77,9 @@ class FakeUpstream:
         self.deleted.append(file_id)
         return {}
 
-    async def process_status(self, file_id: str) -> str:
-        return self.statuses.get(file_id, "completed")
+    async def file_record(self, file_id: str) -> normalize.FileRecord:
+        status = self.statuses.get(file_id, "completed")
+        return normalize.FileRecord(file_id, None, status, None, self.collections.get(file_id, "kb"))
 
 
 def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
@@ -236,6 +239,47 @@ async def test_an_upload_that_links_itself_still_processing_after_an_hour_is_del
     clock[0] += 120
     (resolution,) = await recover(inflight, upstream, OWNER)
     assert upstream.deleted == ["stuck"], resolution
+    assert await records(inflight) == []
+
+
+async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the_mark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open WebUI 0.10 links a self-linking upload, still "completed" from its own collection, before it indexes it
+    into the base: until the file is marked as written to the base it is unfinished, not kept. A failure there ends
+    it linked and "failed": deleted, which also unlinks it."""
+    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    inflight = journal(tmp_path)
+    for file_id in ("indexing", "failed-after-link"):
+        with pytest.raises(RuntimeError):
+            await abandon(inflight, file_id, links_itself=True)
+    upstream = FakeUpstream(
+        listed={"kb": {"indexing", "failed-after-link"}},
+        collections={"indexing": "file-indexing", "failed-after-link": "file-failed-after-link"},
+    )
+    first = await recover(inflight, upstream, OWNER)
+    assert [resolution.processing for resolution in first] == [True, True]
+    assert upstream.deleted == []
+    upstream.collections = {"failed-after-link": "file-failed-after-link"}  # "indexing" now marked with "kb"
+    upstream.statuses = {"failed-after-link": "failed"}
+    second = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["failed-after-link"]
+    assert {resolution.kept for resolution in second} == {"indexing", None}
+    assert await records(inflight) == []
+
+
+async def test_an_upload_linked_and_never_indexed_after_an_hour_is_deleted(tmp_path: Path) -> None:
+    """Open WebUI 0.10 restarted between the link and the base's vectors: the base lists a document it cannot find;
+    deleting the file takes it out, and the next sync uploads it again."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "orphan", links_itself=True)
+    upstream = FakeUpstream(listed={"kb": {"orphan"}}, collections={"orphan": "file-orphan"})
+    assert (await recover(inflight, upstream, OWNER))[0].processing
+    clock[0] += inflight_module.ABANDONED_SECONDS + 60
+    await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == ["orphan"]
     assert await records(inflight) == []
 
 

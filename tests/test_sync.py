@@ -94,7 +94,8 @@ class Base:
     def __init__(self, version: str) -> None:
         self.mirrored = version in ("0.12.4", "0.10.2")
         self.paths_listed = version == "0.12.4"
-        self.links_itself = version == "0.12.4"  # uploads name the base and Open WebUI links them (0.12.4+)
+        self.links_itself = version in ("0.12.4", "0.10.2")  # uploads name the base and Open WebUI links them (0.10+)
+        self.links_first = version == "0.10.2"  # 0.10 links an upload before it indexes it into the base
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
@@ -111,7 +112,7 @@ class Base:
         r.post("/api/v1/files/").mock(side_effect=self._upload)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)/process/status$").mock(side_effect=self._status)
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._file)
-        self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.12.4+)
+        self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.10+)
         self.added: list[str] = []  # files linked with file/add
         r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
@@ -182,7 +183,12 @@ class Base:
         if self.fail_upload_of and filename.startswith(self.fail_upload_of):
             return httpx.Response(500, text="boom")
         metadata = json.loads(parts["metadata"][1])
-        meta = {"name": filename, "file_hash": hashlib.sha256(content).hexdigest(), "data": metadata}
+        meta = {
+            "name": filename,
+            "file_hash": hashlib.sha256(content).hexdigest(),
+            "data": metadata,
+            "collection_name": f"file-{file_id}",  # where Open WebUI wrote its vectors last
+        }
         text = content.decode().strip()  # the "extraction": bytes that differ in trailing space give the same text
         self.files[file_id] = {
             "id": file_id,
@@ -191,12 +197,16 @@ class Base:
             "hash": hashlib.sha256(text.encode()).hexdigest(),
             "data": {"content": text, "status": "completed"},
         }
-        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.12.4+ links it once processed, or fails it
+        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.10+ indexes it into the base and links it, or fails it
             self.linked_itself.append(file_id)
             if self._duplicate(file_id):
                 self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
+                self.files[file_id]["hash"] = None
+                if self.links_first:  # 0.10 linked it before indexing it into the base failed
+                    self.members[file_id] = metadata.get("directory_id")
             else:
                 self.members[file_id] = metadata.get("directory_id")
+                meta["collection_name"] = KB
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
 
     def _duplicate(self, file_id: str) -> bool:
@@ -231,6 +241,7 @@ class Base:
     def _delete(self, request: httpx.Request, file_id: str) -> httpx.Response:
         self._wrote(request)
         self.files.pop(file_id, None)
+        self.members.pop(file_id, None)  # deleting a file unlinks it from every base (0.10+)
         return httpx.Response(200, json=True)
 
     def _diff(self, request: httpx.Request) -> httpx.Response:
@@ -979,12 +990,12 @@ async def test_a_folder_replaced_by_a_link_keeps_its_documents(base: Base, tmp_p
     assert held <= set(base.members)
 
 
-# -- uploads that link themselves (Open WebUI 0.12.4+, issue 18) ------------------------------------------------------
+# -- uploads that link themselves (Open WebUI 0.10+, issue 18) --------------------------------------------------------
 
 
 async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(base: Base, tmp_path: Path) -> None:
-    """0.12.4: each upload names the base (and its folder) in its metadata and Open WebUI links it; no file/add, and
-    each link is read back. 0.10.2 marks a file completed before it is in the base: there file/add stays."""
+    """0.10+: each upload names the base (and its folder) in its metadata and Open WebUI links it; no file/add, and
+    each link is read back. 0.8.12 has no such upload: there file/add stays."""
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.md").write_text("# A")
     (tmp_path / "sub" / "b.md").write_text("# B")
@@ -1006,7 +1017,7 @@ async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(
         assert len(base.added) == 2
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base, tmp_path: Path) -> None:
     """Open WebUI says "completed" without linking when the key may no longer write to the base: the file goes again
     and the line says so."""
@@ -1030,7 +1041,7 @@ async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base
     assert base.members == {}
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(base: Base, tmp_path: Path) -> None:
     """Deleting it then could leave its vectors in the base's collection with no document: it is named, kept in the
     journal for recovery, and not deleted."""
@@ -1051,7 +1062,7 @@ async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(b
     assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1  # left for recovery
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: Base, tmp_path: Path) -> None:
     """Only a status read as "failed" proves Open WebUI will not index the file into the base any more: an unreadable
     status (a 502 from a proxy) leaves the file, and says so, rather than risk vectors with no document."""
@@ -1065,7 +1076,7 @@ async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: 
     assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1115,7 +1126,7 @@ async def test_a_read_only_base_fails_every_file_and_changes_nothing(base: Base,
     assert not [c for c in base.router.calls if c.request.method == "POST" and c.request.url.path == "/api/v1/files/"]
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base: Base, tmp_path: Path) -> None:
     """Open WebUI linked it, but extracted nothing from it: it goes again (file/remove with delete_file), named."""
     (tmp_path / "blank.md").write_text(" \n\n ")  # not empty, but no text once extracted
@@ -1127,7 +1138,7 @@ async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base:
     assert base.names() == ["a.md"]
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_links_are_confirmed_together_with_no_request_per_file_but_the_upload(base: Base, tmp_path: Path) -> None:
     """Every file in flight is confirmed by the base's pending list and one read of its newest documents (which carry
     the hash of each text): no status poll, name search or text read-back per file."""
@@ -1150,7 +1161,7 @@ async def test_links_are_confirmed_together_with_no_request_per_file_but_the_upl
     assert 1 <= len(newest_pages) <= len(pending)
 
 
-@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
 async def test_a_link_the_newest_page_does_not_show_is_confirmed_by_the_file_itself(base: Base, tmp_path: Path) -> None:
     """Others changed so many documents that the file is not among the base's newest: its writer reads its status,
     searches the base for its name and reads its text back, as a single upload does."""
@@ -1170,3 +1181,56 @@ async def test_a_link_the_newest_page_does_not_show_is_confirmed_by_the_file_its
     searched = sorted(c.request.url.params["query"] for c in base.router.calls if c.request.url.params.get("query"))
     assert searched == ["a.md", "b.md"]
     assert len([c for c in base.router.calls if c.request.url.path.endswith("/process/status")]) >= 2
+
+
+@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+async def test_a_file_open_webui_calls_completed_waits_until_it_is_marked_as_written_to_the_base(
+    base: Base, tmp_path: Path
+) -> None:
+    """0.10 calls an upload "completed" once its own collection is written, links it, and only then indexes it into
+    the base. The watch hands it back here (the base's newest page does not show it), and its writer keeps reading
+    the file until its `meta.collection_name` is the base's id, not stopping at "completed"."""
+    listing, reading = base._list, base._file
+    reads: list[str] = []
+
+    def newest_page_without_ours(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("page") == "1" and "query" not in request.url.params:
+            return httpx.Response(200, json={"items": [], "total": len(base.members), "directories": []})
+        return listing(request)
+
+    def indexed_on_the_third_read(request: httpx.Request, file_id: str) -> httpx.Response:
+        reads.append(file_id)
+        answer = reading(request, file_id)
+        if len(reads) < 3:
+            body = answer.json()
+            return httpx.Response(200, json=body | {"meta": body["meta"] | {"collection_name": f"file-{file_id}"}})
+        return answer
+
+    base.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=newest_page_without_ours)
+    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=indexed_on_the_third_read)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert base.names() == ["a.md"]
+    assert len(reads) >= 3  # two reads said "not yet", a third "written to the base", then its text
+
+
+@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+async def test_a_file_linked_before_its_indexing_into_the_base_failed_is_deleted_and_named(
+    base: Base, tmp_path: Path
+) -> None:
+    """0.10 links the upload first; a duplicate found while indexing it into the base leaves it linked and "failed",
+    with its hash cleared. It is deleted again (which unlinks it) and the line names the document that holds the
+    text."""
+    (tmp_path / "a.md").write_text("# Same")
+    code, _ = await run(tmp_path)
+    assert code == OK
+    (held,) = base.members
+    (tmp_path / "b.md").write_text("# Same\n\n")  # other bytes, the same text once extracted
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED, lines
+    (failed,) = [line for line in lines if line.startswith("add      b.md: FAILED")]
+    assert "removed again" in failed, failed
+    assert held in failed, failed
+    assert list(base.members) == [held]
+    assert sorted(base.files) == [held]

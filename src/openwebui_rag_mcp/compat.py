@@ -44,14 +44,18 @@ FETCH_WITHOUT_INDEXING = (0, 6, 42)
 BM25_WEIGHT = (0, 6, 12)
 BM25_WEIGHT_ZERO = (0, 10, 0)
 VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
-# An upload with `metadata.knowledge_id` links itself to the base in Open WebUI's background task (from 0.9.6), but
-# only from 0.12.4 does its status say when that is done: there the file stays "processing" until it is indexed into
-# the base and linked, and only then becomes "completed" (a failed index or link ends "failed"). From 0.9.6 to 0.12.3
-# the file is "completed" as soon as its own collection is written, before it is indexed into the base (0.9.6 to 0.10.2
-# also only log a failure there), so a status read in between would call a file done that is not yet searchable:
-# there `file/add` stays. (Read in the 0.9.6, 0.10.2, 0.11.0, 0.11.4, 0.12.2, 0.12.3 and 0.12.4 wheels,
-# `routers/files.py` `process_uploaded_file`.)
-LINKS_ON_UPLOAD = (0, 12, 4)
+# An upload with `metadata.knowledge_id` links itself to the base in Open WebUI's background task (from 0.9.6). Its
+# status says when that is done only from 0.12.4: there the file stays "processing" until it is indexed into the base
+# and linked, and only then becomes "completed" (a failed index or link ends "failed"). Before, the file is "completed"
+# for a moment as soon as its own collection is written: 0.11.0 to 0.12.3 then set it "processing" again, index it into
+# the base and link it; 0.10.0 to 0.10.2 link it first and index it into the base after, still "completed". What says
+# it is done on every release from 0.10.0 is the file's own `meta.collection_name`: Open WebUI sets it to the base's
+# id once the base's vectors are written (a failure sets the status "failed" and clears the file's hash). So from
+# 0.10.0 `sync` lets uploads link themselves and waits for that mark (0.9.6 to 0.9.x keep `file/add`: their failure
+# path was not read). (Read in the 0.10.0, 0.10.2, 0.11.4, 0.12.3 and 0.12.4 wheels, `routers/files.py`
+# `process_uploaded_file` and `routers/retrieval.py` `process_file`; 0.9.6, 0.11.0 and 0.12.2 in an earlier session.)
+LINKS_ON_UPLOAD = (0, 10, 0)
+COMPLETES_WHEN_LINKED = (0, 12, 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +103,14 @@ class Release:
 
     @property
     def links_on_upload(self) -> bool:
-        """An upload can link itself to its base, and its status says when that is done. Not for an unreadable
-        version: there completion might say nothing of the base."""
+        """An upload can link itself to its base, and the file's `meta.collection_name` says when it is indexed there.
+        Not for an unreadable version: there nothing might say so."""
         return self.known and self.parts >= LINKS_ON_UPLOAD
+
+    @property
+    def completes_when_linked(self) -> bool:
+        """An upload that links itself is "completed" only once the base lists it (not a moment before)."""
+        return self.known and self.parts >= COMPLETES_WHEN_LINKED
 
     @property
     def known(self) -> bool:

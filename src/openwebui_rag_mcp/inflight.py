@@ -10,10 +10,11 @@ or its process on this machine no longer exists) is resolved by whoever next hol
 
 - the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
 - the file id is known and the base does not list it: the file is deleted; but an upload that links itself to its
-  base (`sync` on Open WebUI 0.12.4+) is left alone while Open WebUI is still processing it, since deleting it then
-  could leave its vectors in the base's collection with no document: it is settled once processing has ended
-  (linked: kept; failed: deleted), or, still "processing" ABANDONED_SECONDS after it began, taken for a task Open
-  WebUI lost in a restart and deleted;
+  base (`sync` on Open WebUI 0.10+) is left alone while Open WebUI is still processing it (its status "pending" or
+  "processing", or "completed" without the base's id as its `meta.collection_name`: 0.10 links it before indexing it
+  into the base), since deleting it then could leave its vectors in the base's collection with no document: it is
+  settled once processing has ended (linked and marked: kept; failed: deleted, which also unlinks it), or, still
+  unfinished ABANDONED_SECONDS after it began, taken for a task Open WebUI lost in a restart and deleted;
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -366,7 +367,7 @@ class Upstream(Protocol):
 
     async def delete_file(self, file_id: str) -> object: ...
 
-    async def process_status(self, file_id: str) -> str: ...
+    async def file_record(self, file_id: str) -> normalize.FileRecord: ...
 
 
 # Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
@@ -422,17 +423,22 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         deleted: list[str] = []
         kept: str | None = None
         for file_id in filter(None, candidates):
-            status = await upstream.process_status(file_id) if record.links_itself else None
-            if status in _STILL_PROCESSING and inflight.now() < record.started + ABANDONED_SECONDS:
+            state = await upstream.file_record(file_id) if record.links_itself else None
+            status = state.status if state is not None else None
+            unfinished = state is not None and (
+                status in _STILL_PROCESSING or (status == "completed" and state.collection != record.knowledge_id)
+            )
+            if unfinished and inflight.now() < record.started + ABANDONED_SECONDS:
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             listed = await upstream.base_lists(record.knowledge_id, file_id)
-            if listed is False and status == "completed":
+            if listed is False and status == "completed" and not unfinished:
                 await asyncio.sleep(_LINK_SETTLE_SECONDS)
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
             if listed is None:
                 return Resolution(record, tuple(deleted), kept, "whether the base holds the file could not be read")
-            if listed:
+            # Listed but failed or abandoned: 0.10 links before indexing into the base; deleting the file unlinks it.
+            if listed and not unfinished and status != "failed":
                 kept = file_id
                 continue
             await upstream.delete_file(file_id)
@@ -514,8 +520,8 @@ class ClientUpstream:
     async def delete_file(self, file_id: str) -> object:
         return await self._client.delete_file(file_id)
 
-    async def process_status(self, file_id: str) -> str:
-        return await self._client.process_status(file_id)
+    async def file_record(self, file_id: str) -> normalize.FileRecord:
+        return normalize.file_record(await self._client.file(file_id))
 
 
 async def recover_command(

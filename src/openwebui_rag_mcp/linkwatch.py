@@ -1,12 +1,16 @@
-"""Uploads that link themselves to one base (Open WebUI 0.12.4+), confirmed together rather than one by one.
+"""Uploads that link themselves to one base (Open WebUI 0.10+), confirmed together rather than one by one.
 
-Open WebUI 0.12.4 indexes such an upload into the base, then links it, then says "completed"; until it is linked the
-file is on the base's pending list (`GET /knowledge/{id}/files/pending`: uploads naming the base, still `pending` or
-`processing`, not linked). So one watch per base asks that list once for every file in flight, and when some have left
-it, reads the base's newest documents once (`GET /knowledge/{id}/files`, newest first): a file listed there is linked,
-so indexed into the base, and its `hash` (the SHA-256 of its extracted text) comes with it. A file that left the
-pending list but is not on that page (processing failed, the link was refused, or others changed so many files meanwhile
-that it is not among the newest) is handed back to its writer, which then reads its status and its link itself, as a
+Open WebUI processes such an upload in its background task: it writes the file's own collection, indexes it into the
+base and links it (0.10 links before indexing into the base, 0.11+ after), and marks the file with the collection it
+wrote last (`meta.collection_name`, the base's id once the base's vectors are written; `compat.LINKS_ON_UPLOAD`).
+Until its own collection is written the file is on the base's pending list (`GET /knowledge/{id}/files/pending`:
+uploads naming the base, still `pending` or `processing`, not linked). So one watch per base asks that list once for
+every file in flight, and when some have left it, reads the base's newest documents once (`GET /knowledge/{id}/files`,
+newest first): a file listed there with the base's mark is linked and indexed, and its `hash` (the SHA-256 of its
+extracted text) comes with it; one listed without the mark is still being indexed and is asked about again. A file that
+left the pending list but is on neither list twice running (processing failed, the link was refused, or others changed
+so many files meanwhile that it is not among the newest), or is listed with its hash cleared (0.10: indexing into the
+base failed after the link), is handed back to its writer, which then reads its status, mark and link itself, as a
 single upload does. Per file that is one request for every few files in flight instead of a status poll or two and a
 name search each (issue 18: Open WebUI is the busy process, and every request costs it).
 
@@ -31,6 +35,7 @@ POLL_SECONDS = 0.2
 class _Waiting:
     since: float  # when the upload was handed over: only a pending list asked for after that can leave it out
     answer: asyncio.Future[normalize.FileRecord | None]
+    unseen: bool = False  # on neither list at the last look (0.11 to 0.12.3 leave the pending list a moment early)
 
 
 @dataclass
@@ -87,11 +92,27 @@ class LinkWatch:
                     self.confirmed += 1
 
     async def _look(self, asked: float) -> dict[str, normalize.FileRecord | None]:
-        """The files that left the pending list, each with its record where the base's newest page lists it."""
+        """The files whose outcome the lists tell: linked and indexed (their record), or for their writer to look at."""
         pending = {item.get("id") for item in await self.client.pending_files(self.knowledge_id)}
-        left = [file_id for file_id, w in self._waiting.items() if w.since < asked and file_id not in pending]
+        left = {file_id: w for file_id, w in self._waiting.items() if w.since < asked and file_id not in pending}
         if not left:
             return {}
         newest, _ = await self.client.knowledge_files(self.knowledge_id, 1)
         listed = {record.file_id: record for record in normalize.file_records(newest)}
-        return {file_id: listed.get(file_id) for file_id in left}
+        answers: dict[str, normalize.FileRecord | None] = {}
+        for file_id, waiting in left.items():
+            record = listed.get(file_id)
+            if record is None:
+                if waiting.unseen:
+                    answers[file_id] = None
+                waiting.unseen = True
+            elif record.collection == self.knowledge_id:
+                answers[file_id] = record
+            elif record.hash is None:  # linked, then its indexing into the base failed (0.10)
+                answers[file_id] = None
+            else:  # linked, still being indexed into the base (0.10)
+                waiting.unseen = False
+        for still in pending:
+            if isinstance(still, str) and still in self._waiting:
+                self._waiting[still].unseen = False
+        return answers

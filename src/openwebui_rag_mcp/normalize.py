@@ -366,6 +366,8 @@ class FileRecord:
     hash: str | None  # sha256 of the extracted text, on releases that keep it (0.6.34+ in base listings)
     status: str | None  # processing status where the release keeps one in `data.status`
     error: str | None  # why processing failed: `data.error` (background) or `error` (0.6.22 and older, at upload)
+    # `meta.collection_name`: the collection Open WebUI last wrote the file's vectors to (its own, or a base's id)
+    collection: str | None = None
 
 
 def file_record(raw: object, what: str = "a file") -> FileRecord:
@@ -380,6 +382,7 @@ def file_record(raw: object, what: str = "a file") -> FileRecord:
         hash=_str(body.get("hash")),
         status=_str(data.get("status")),
         error=str(error) if error else None,
+        collection=_str(_optional_mapping(body.get("meta")).get("collection_name")),
     )
 
 

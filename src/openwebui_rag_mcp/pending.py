@@ -70,7 +70,7 @@ async def _pending_once(app: App, knowledge_id: str, seen: dict[str, FileItem]) 
         for raw in await app.client.pending_files(knowledge_id):
             item = _pending_item(raw)
             found[item.file_id] = item
-        if not release.links_on_upload:
+        if not release.completes_when_linked:
             await _still_linking(app, knowledge_id, found, seen)
     if app.inflight is not None:
         now = app.inflight.now()

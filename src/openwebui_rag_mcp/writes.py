@@ -336,11 +336,13 @@ async def _wait_processed(
     progress: Progress,
     first_poll: float | None = None,
     waited: float = 0.0,
+    indexed_into: str | None = None,
 ) -> str:
     """Wait until Open WebUI has extracted and embedded the file; its final status. Progress goes out on every
     poll, so clients that extend their timeout on progress keep waiting. `first_poll`: when to look first (a caller
     that has seen how long its files take), else _POLL_FIRST_DELAY. `waited`: seconds of OPENWEBUI_PROCESS_TIMEOUT
-    already spent waiting for this file."""
+    already spent waiting for this file. `indexed_into`: the base an upload links itself to; "completed" counts only
+    once the file is marked as written to it (before 0.12.4 it is "completed" earlier: `compat.LINKS_ON_UPLOAD`)."""
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
         if uploaded.error:
@@ -355,7 +357,10 @@ async def _wait_processed(
     polls = 0
     while True:
         status = await app.client.process_status(uploaded.file_id)
-        if status == "completed":
+        if status == "completed" and (
+            indexed_into is None
+            or normalize.file_record(await app.client.file(uploaded.file_id)).collection == indexed_into
+        ):
             return status
         if status == "failed":
             error = normalize.file_record(await app.client.file(uploaded.file_id)).error
@@ -467,7 +472,7 @@ async def upload_to_base(
     Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
     list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
     upload and process side by side while their attaches take turns. An upload that links itself (`links_itself`,
-    Open WebUI 0.12.4+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
+    Open WebUI 0.10+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
     back. `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
     empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
@@ -580,13 +585,19 @@ async def _extracted(app: App, file_id: str, filename: str, body: object = None)
 
 
 async def _timed_processing(
-    app: App, release: Release, uploaded: normalize.FileRecord, progress: Progress, upload: Upload, waited: float = 0.0
+    app: App,
+    release: Release,
+    uploaded: normalize.FileRecord,
+    progress: Progress,
+    upload: Upload,
+    waited: float = 0.0,
+    indexed_into: str | None = None,
 ) -> tuple[str, float]:
     """The wait for Open WebUI's processing of an upload: its final status and how long it took (with `waited`,
-    the seconds already spent on it)."""
+    the seconds already spent on it; `indexed_into` as for _wait_processed)."""
     await _tell(progress, 2, 4, "processing")
     started = asyncio.get_running_loop().time()
-    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll, waited)
+    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll, waited, indexed_into)
     return status, asyncio.get_running_loop().time() - started + waited
 
 
@@ -625,10 +636,11 @@ async def _process_linked(
     app: App, release: Release, knowledge_id: str, uploaded: normalize.FileRecord, progress: Progress, upload: Upload
 ) -> Uploaded:
     """The rest of an upload that links itself: Open WebUI indexes the file into the base and links it in its
-    background task, then says "completed" (or "failed", having linked nothing). It ends with the file in the base,
-    its text read back and its link confirmed, or removed again; the base's lock is not taken, as nothing here
-    changes the base but Open WebUI's own link. With a watch, the link is awaited together with the run's other
-    uploads to the base (`linkwatch`), and the file looked at by itself only when the watch cannot tell."""
+    background task (0.10 links first), marks it as written to the base and says "completed" (or "failed"; deleting
+    the file then also unlinks it). It ends with the file in the base, its text read back and its link confirmed, or
+    removed again; the base's lock is not taken, as nothing here changes the base but Open WebUI's own link. With a
+    watch, the link is awaited together with the run's other uploads to the base (`linkwatch`), and the file looked at
+    by itself only when the watch cannot tell."""
     file_id = uploaded.file_id
     waited = 0.0
     if upload.watch is not None:
@@ -636,13 +648,15 @@ async def _process_linked(
         started = asyncio.get_running_loop().time()
         listed = await upload.watch.linked(file_id, app.settings.process_timeout)
         waited = asyncio.get_running_loop().time() - started
-        # Listed, so indexed into the base (0.12.4 indexes, then links); a hash of some text, so it has a text (a
+        # Listed and marked as written to the base, so linked and indexed; a hash of some text, so it has a text (a
         # hash of none, or none at all, and the text is read back as below).
         if listed is not None and listed.hash not in (None, _NO_TEXT_SHA256):
             await _tell(progress, 4, 4, "done")
             return Uploaded(file_id, "completed", None, waited)
     try:
-        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload, waited)
+        status, processed_after = await _timed_processing(
+            app, release, uploaded, progress, upload, waited, indexed_into=knowledge_id
+        )
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":
             # Still running in Open WebUI (a timeout), or its status could not be read: Open WebUI may yet index it

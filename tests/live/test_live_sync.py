@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from devtools import fake_embeddings
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from openwebui_rag_mcp.compat import Release
@@ -334,6 +335,28 @@ def test_sync_a_folder_then_changes_then_an_interrupted_run(live_openwebui: Inst
     timings.append(f"uploads left in no base by the kill: {len(orphans)}")
     print("\n" + "; ".join(timings))
     assert not problems, "\n".join(problems)
+
+
+def test_a_file_sync_calls_added_is_searchable_at_once(live_openwebui: Instance, tmp_path: Path) -> None:
+    """The test embedding server answers a text carrying its slow marker seconds late, so Open WebUI is held while it
+    embeds the note: for its own collection, and again for the base's (0.10 links the file between the two; 0.11 to
+    0.12.3 call it "completed" between them). When `sync` says "added", a search of the base finds it at once."""
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    folder = tmp_path / "held"
+    folder.mkdir()
+    words = f"quokka{run} marmot{run} ibis{run}"
+    (folder / "held.md").write_text(f"# Held\n\n{words} {fake_embeddings.SLOW_MARKER}.\n", encoding="utf-8")
+    knowledge_id = owui.create_knowledge(inst, f"held-{run}", "a note held mid-indexing", private=True)
+    done = run_sync(inst, folder, knowledge_id)
+    assert done.code == 0, done.lines
+    assert done.summary["added"] == 1, done.lines
+    answer = owui.query_collection(inst, [knowledge_id], words, k=5)
+    texts = [text for documents in answer.get("documents") or [] for text in documents]
+    assert any(words in text for text in texts), f"not searchable when sync said it was added: {texts}"
+    print(
+        f"\n{inst.version}: a note held {2 * fake_embeddings.SLOW_SECONDS:g} s in embedding, synced in "
+        f"{done.seconds:.1f} s"
+    )
 
 
 def counted(run: Run) -> dict[str, int]:

@@ -20,11 +20,10 @@ from devtools.openwebui_local import Instance
 from tests.live.stdio import SCRIPT
 from tests.live.test_live_sync import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
 
-# 0.12.4, whose uploads link themselves, and 0.10.2, which attaches with file/add (4.5 minutes here). The other
-# releases attach with file/add too and take longer: Open WebUI's work per attach grows with the files the base holds
-# (on 0.10.2 a file/add takes 130 ms at the start of a 500-file run and 380 ms at its end), more than the CI run has
-# room for beside the rest of their tiers; on 0.6.5 a CI run under load once saw 3 of the resumed run's 400 files
-# fail. TODO.md.
+# 0.12.4 and 0.10.2, whose uploads link themselves. The other releases attach with file/add and take longer: Open
+# WebUI's work per attach grows with the files the base holds (on 0.10.2 a file/add took 130 ms at the start of a
+# 500-file run and 380 ms at its end), more than the CI run has room for beside the rest of their tiers; on 0.6.5 a CI
+# run under load once saw 3 of the resumed run's 400 files fail. TODO.md.
 pytestmark = [pytest.mark.live, pytest.mark.releases("0.12.4", "0.10.2")]
 
 FILES = 500

@@ -1,0 +1,113 @@
+"""The watch that confirms a base's self-linking uploads together, against the orders Open WebUI does things in:
+0.10 links an upload and then indexes it into the base; 0.11 to 0.12.3 take it off the pending list a moment before
+they link it; a failure after the link clears the file's hash."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.linkwatch import LinkWatch
+from tests.conftest import make_settings, mock_transport, new_router
+
+pytestmark = pytest.mark.anyio
+KB = "kb-1"
+
+
+class Lists:
+    """The base's pending list and its newest page, as the test sets them; counts how often each is read."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.listed: dict[str, dict[str, Any]] = {}
+        self.reads = {"pending": 0, "page": 0}
+        self.pages_wanted = 0
+        self.pages_read = asyncio.Event()  # set once the newest page was read `pages_wanted` times
+        self.router = new_router()
+        self.router.get("/api/version").respond(json={"version": "0.10.2"})
+        self.router.get(f"/api/v1/knowledge/{KB}/files/pending").mock(side_effect=self._pending)
+        self.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._page)
+
+    def _pending(self, request: httpx.Request) -> httpx.Response:
+        self.reads["pending"] += 1
+        return httpx.Response(200, json=[{"id": file_id} for file_id in self.pending])
+
+    def _page(self, request: httpx.Request) -> httpx.Response:
+        self.reads["page"] += 1
+        if self.reads["page"] >= self.pages_wanted:
+            self.pages_read.set()
+        items = list(self.listed.values())
+        return httpx.Response(200, json={"items": items, "total": len(items)})
+
+    def link(self, file_id: str, collection: str, file_hash: str | None = "ab" * 32) -> None:
+        self.listed[file_id] = {"id": file_id, "hash": file_hash, "meta": {"collection_name": collection}}
+
+
+async def watched(lists: Lists) -> tuple[OpenWebUIClient, LinkWatch]:
+    client = OpenWebUIClient(make_settings(), transport=mock_transport(lists.router))
+    return client, LinkWatch(client, KB, poll_seconds=0.01)
+
+
+async def test_a_file_linked_before_it_is_indexed_is_confirmed_only_once_marked_with_the_base() -> None:
+    lists = Lists()
+    client, watch = await watched(lists)
+    try:
+        lists.link("f-1", "file-f-1")  # 0.10: linked, its own collection written, the base's not yet
+        lists.pages_wanted = 3
+        waiting = asyncio.create_task(watch.linked("f-1", 30))
+        await lists.pages_read.wait()
+        assert not waiting.done()
+        lists.link("f-1", KB)
+        record = await waiting
+        assert record is not None
+        assert record.collection == KB
+        assert (watch.confirmed, watch.handed_back) == (1, 0)
+    finally:
+        await client.aclose()
+
+
+async def test_a_file_whose_indexing_into_the_base_failed_after_the_link_is_handed_back() -> None:
+    """0.10 clears the hash of a file that failed: its writer reads the status and removes it."""
+    lists = Lists()
+    client, watch = await watched(lists)
+    try:
+        lists.link("f-1", "file-f-1", file_hash=None)
+        assert await watch.linked("f-1", 30) is None
+        assert (watch.confirmed, watch.handed_back) == (0, 1)
+    finally:
+        await client.aclose()
+
+
+async def test_a_file_on_neither_list_once_is_looked_at_again_before_it_is_handed_back() -> None:
+    """0.11 to 0.12.3 call an upload "completed" for a moment between its own collection and the base's, and it is
+    then neither pending nor linked: one look like that is not a failure."""
+    lists = Lists()
+    client, watch = await watched(lists)
+    try:
+        lists.pages_wanted = 1
+        waiting = asyncio.create_task(watch.linked("f-1", 30))
+        await lists.pages_read.wait()
+        lists.link("f-1", KB)  # linked before the second look
+        assert await waiting is not None
+
+        lost = await watch.linked("f-2", 30)  # on neither list, look after look
+        assert lost is None
+        assert (watch.confirmed, watch.handed_back) == (1, 1)
+    finally:
+        await client.aclose()
+
+
+async def test_a_file_still_pending_is_not_looked_for_in_the_base() -> None:
+    lists = Lists()
+    lists.pending = ["f-1"]
+    client, watch = await watched(lists)
+    try:
+        assert await watch.linked("f-1", 0.2) is None  # `within` ran out
+        assert lists.reads["pending"] >= 2
+        assert lists.reads["page"] == 0
+    finally:
+        await client.aclose()
