@@ -180,9 +180,9 @@ async def test_an_allowlist_keeps_other_bases_out() -> None:
     assert router.calls == []
 
 
-def linking_upstream(status: Any, listed_after: int) -> respx.Router:
+def linking_upstream(status: Any, listed_after: int, marked_after: int = 0) -> respx.Router:
     """0.10.2: the upload leaves Open WebUI's pending list at once, with `status`; the base lists it from the
-    `listed_after`-th read of its files on."""
+    `listed_after`-th read of its files on, marked as written to the base from the `marked_after`-th."""
     router = upstream("0.10.2", answers=[[in_processing(UPLOADING)], []])
     if isinstance(status, int):
         router.get(f"/api/v1/files/{UPLOADING}/process/status").respond(status, json={"detail": "Not found"})
@@ -192,7 +192,10 @@ def linking_upstream(status: Any, listed_after: int) -> respx.Router:
 
     def files(request: httpx.Request) -> httpx.Response:
         assert request.url.params["query"] == "handbook.pdf"
-        items = [in_processing(UPLOADING, "completed")] if next(reads) >= listed_after else []
+        read = next(reads)
+        item = in_processing(UPLOADING, "completed")
+        item["meta"]["collection_name"] = KB if read >= marked_after else f"file-{UPLOADING}"
+        items = [item] if read >= listed_after else []
         return httpx.Response(200, json={"items": items, "total": len(items)})
 
     router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=files)
@@ -212,6 +215,15 @@ async def test_before_0_12_4_an_upload_off_the_pending_list_is_waited_for_until_
     assert listed.hint == "nothing is processing: every document of the base is searchable"
     assert told == ["1 still processing"] * 3
     assert router.routes[4].call_count == 3  # the base's list, asked by the file's name until it is there
+
+
+async def test_on_0_10_a_listed_upload_is_waited_for_until_it_is_marked_as_written_to_the_base() -> None:
+    """0.10 links the upload, then indexes it into the base: listed is not yet searchable."""
+    router = linking_upstream("completed", listed_after=1, marked_after=4)
+    async with app_for(router) as app:
+        listed = await list_files(app, KB, pending=60)
+    assert listed.hint == "nothing is processing: every document of the base is searchable"
+    assert router.routes[4].call_count == 4
 
 
 async def test_before_0_12_4_a_wait_that_runs_out_before_the_link_names_the_file_as_processing() -> None:

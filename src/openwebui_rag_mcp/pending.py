@@ -8,7 +8,8 @@ before they are attached, so they are never in this list.
 
 Before 0.12.4 Open WebUI takes an upload off its pending list once it calls it "completed", which is a moment before
 the base links it (0.9.6 to 0.10.2: also before it is indexed into the base). So a file seen pending stays in the
-answer, as processing, until the base lists it or its processing failed: "nothing is processing" means searchable.
+answer, as processing, until the base lists it (from 0.10, marked as written to the base: `meta.collection_name`) or
+its processing failed: "nothing is processing" means searchable.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_range
+from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import FileItem, KnowledgeFiles
 
@@ -71,7 +73,7 @@ async def _pending_once(app: App, knowledge_id: str, seen: dict[str, FileItem]) 
             item = _pending_item(raw)
             found[item.file_id] = item
         if not release.completes_when_linked:
-            await _still_linking(app, knowledge_id, found, seen)
+            await _still_linking(app, release, knowledge_id, found, seen)
     if app.inflight is not None:
         now = app.inflight.now()
         for record in await app.inflight.records(app.uploads_owner()):
@@ -91,10 +93,12 @@ async def _pending_once(app: App, knowledge_id: str, seen: dict[str, FileItem]) 
     return list(found.values())
 
 
-async def _still_linking(app: App, knowledge_id: str, found: dict[str, FileItem], seen: dict[str, FileItem]) -> None:
+async def _still_linking(
+    app: App, release: Release, knowledge_id: str, found: dict[str, FileItem], seen: dict[str, FileItem]
+) -> None:
     """Adds to `found` the files seen pending earlier that the base does not list yet (module docstring)."""
     for file_id, item in list(seen.items()):
-        if file_id not in found and not await _linked_or_failed(app, knowledge_id, item):
+        if file_id not in found and not await _linked_or_failed(app, release, knowledge_id, item):
             found[file_id] = item.model_copy(update={"status": "processing"})
     for file_id, item in found.items():
         seen.setdefault(file_id, item)
@@ -102,7 +106,7 @@ async def _still_linking(app: App, knowledge_id: str, found: dict[str, FileItem]
         del seen[file_id]
 
 
-async def _linked_or_failed(app: App, knowledge_id: str, item: FileItem) -> bool:
+async def _linked_or_failed(app: App, release: Release, knowledge_id: str, item: FileItem) -> bool:
     try:
         if await app.client.process_status(item.file_id) == "failed":
             return True
@@ -111,7 +115,9 @@ async def _linked_or_failed(app: App, knowledge_id: str, item: FileItem) -> bool
             return True
         if failure.code != "forbidden":  # another user's upload, whose status this key may not read: the list tells
             raise
-    return await app.client.lists_file(knowledge_id, item.file_id, item.filename or "")
+    listed = await app.client.listed_file(knowledge_id, item.file_id, item.filename or "")
+    # From 0.10 the file is marked with the base's id once the base's vectors are written; 0.10 lists it before.
+    return listed is not None and (not release.links_on_upload or listed.collection == knowledge_id)
 
 
 def _pending_item(raw: Mapping[str, Any]) -> FileItem:

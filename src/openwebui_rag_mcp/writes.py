@@ -705,7 +705,7 @@ async def _linked(app: App, knowledge_id: str, file_id: str, filename: str) -> b
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _LINK_WAIT_SECONDS
     delay = _POLL_FIRST_DELAY
-    while not await app.client.lists_file(knowledge_id, file_id, filename):
+    while await app.client.listed_file(knowledge_id, file_id, filename) is None:
         if loop.time() + delay > deadline:
             files, _ = await app.client.knowledge_files(knowledge_id, None)
             return any(f.file_id == file_id for f in normalize.file_records(files))

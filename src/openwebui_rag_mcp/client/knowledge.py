@@ -135,12 +135,12 @@ class KnowledgeAPI(ClientBase):
 
         return await self._per_release(read)
 
-    async def lists_file(self, knowledge_id: str, file_id: str, filename: str) -> bool:
-        """Whether the base lists the file, asked by its name (the paged releases' `query`, a filename ILIKE whose
-        wildcards only widen the match): usually one page, however large the base."""
+    async def listed_file(self, knowledge_id: str, file_id: str, filename: str) -> normalize.FileRecord | None:
+        """The file as the base lists it, or None: asked by its name (the paged releases' `query`, a filename ILIKE
+        whose wildcards only widen the match), usually one page however large the base."""
         path = f"api/v1/knowledge/{segment(knowledge_id)}/files"
         items, _ = await self._all_pages(path, "the files of a knowledge base", params={"query": filename})
-        return any(record.file_id == file_id for record in normalize.file_records(items))
+        return next((record for record in normalize.file_records(items) if record.file_id == file_id), None)
 
     async def files_containing(self, knowledge_id: str, phrase: str | None) -> list[Mapping[str, Any]]:
         """The documents of a base whose filename or text Open WebUI's own content search matches with `phrase`
