@@ -105,9 +105,17 @@ def oikb_errors(output: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def indexed_files(inst: Instance, knowledge_id: str) -> int:
+    """The files the base lists, from 0.10 only those marked as written to its collection (0.10 lists a self-linked
+    upload before it indexes it into the base)."""
+    marked = Release.parse(inst.version).links_on_upload
+    return len(owui.files_of(inst, knowledge_id, indexed=marked))
+
+
 def base_is_complete(inst: Instance, knowledge_id: str, files: int) -> bool:
-    """Every file listed in the base, and none still pending (0.9.6+ keeps self-linking uploads out until processed)."""
-    return len(owui.files_of(inst, knowledge_id)) >= files and not pending(inst, knowledge_id)
+    """Every file in the base and indexed there, and none still pending (0.9.6+ keeps self-linking uploads off the
+    base's list until processed)."""
+    return indexed_files(inst, knowledge_id) >= files and not pending(inst, knowledge_id)
 
 
 def pending(inst: Instance, knowledge_id: str) -> list[Any]:
@@ -126,7 +134,7 @@ def until_complete(inst: Instance, knowledge_id: str, files: int, started: float
     (uploads Open WebUI refused or dropped: they never come)."""
     held, changed = -1, time.perf_counter()
     while True:
-        now_held, now_pending = len(owui.files_of(inst, knowledge_id)), pending(inst, knowledge_id)
+        now_held, now_pending = indexed_files(inst, knowledge_id), pending(inst, knowledge_id)
         now = time.perf_counter()
         if now_held >= files and not now_pending:
             return now - started
@@ -139,10 +147,12 @@ def until_complete(inst: Instance, knowledge_id: str, files: int, started: float
 
 async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, bytes]], concurrency: int) -> float:
     """Upload, wait for processing, attach: `concurrency` files at a time, attaches one at a time; where the server's
-    sync lets uploads link themselves (0.12.4+), the same here: upload naming the base, wait until completed."""
+    sync lets uploads link themselves (0.10+), the same here: upload naming the base, wait until completed and, before
+    0.12.4, until the file is marked as written to the base."""
     turns, attaching = asyncio.Semaphore(concurrency), asyncio.Lock()
     status_route = owui.version_parts(inst.version) >= (0, 6, 23)
-    links_itself = Release.parse(inst.version).links_on_upload
+    release = Release.parse(inst.version)
+    links_itself, wait_for_mark = release.links_on_upload, not release.completes_when_linked
 
     async def one(http: httpx.AsyncClient, name: str, content: bytes) -> None:
         async with turns:
@@ -152,6 +162,13 @@ async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, byt
             while status_route:
                 status = (await http.get(f"/api/v1/files/{uploaded['id']}/process/status")).json().get("status")
                 if status in ("completed", "failed"):
+                    break
+                await asyncio.sleep(POLL)
+            while links_itself and wait_for_mark and status == "completed":
+                body = (await http.get(f"/api/v1/files/{uploaded['id']}")).json()
+                if (body.get("meta") or {}).get("collection_name") == knowledge_id:
+                    break
+                if (body.get("data") or {}).get("status") == "failed":
                     break
                 await asyncio.sleep(POLL)
             if links_itself:

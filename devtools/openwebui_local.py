@@ -655,18 +655,25 @@ def knowledge_ids(inst: Instance, api_key: str | None = None) -> list[str]:
             page += 1
 
 
-def files_of(inst: Instance, knowledge_id: str, api_key: str | None = None) -> set[str]:
-    """The ids of the files Open WebUI itself says the base holds (every page)."""
+def _written_to(item: dict[str, Any], knowledge_id: str) -> bool:
+    meta = item.get("meta")
+    return isinstance(meta, dict) and meta.get("collection_name") == knowledge_id
+
+
+def files_of(inst: Instance, knowledge_id: str, api_key: str | None = None, *, indexed: bool = False) -> set[str]:
+    """The ids of the files Open WebUI itself says the base holds (every page); with `indexed`, only those marked as
+    written to the base's collection (`meta.collection_name`; 0.10 lists a self-linked upload before that)."""
     with client(inst, api_key) as http:
         if version_parts(inst.version) < PAGED_LISTS:
             base = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}"))
             return {item["id"] for item in (base or {}).get("files") or []}
         found: set[str] = set()
-        page = 1
+        seen, page = 0, 1
         while True:
             answer = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}))
-            found.update(item["id"] for item in answer["items"])
-            if not answer["items"] or len(found) >= answer["total"]:
+            seen += len(answer["items"])
+            found.update(item["id"] for item in answer["items"] if not indexed or _written_to(item, knowledge_id))
+            if not answer["items"] or seen >= answer["total"]:
                 return found
             page += 1
 
