@@ -51,9 +51,10 @@ VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
 # the base and link it; 0.10.0 to 0.10.2 link it first and index it into the base after, still "completed". What says
 # it is done on every release from 0.10.0 is the file's own `meta.collection_name`: Open WebUI sets it to the base's
 # id once the base's vectors are written (a failure sets the status "failed" and clears the file's hash). So from
-# 0.10.0 `sync` lets uploads link themselves and waits for that mark (0.9.6 to 0.9.x keep `file/add`: their failure
-# path was not read). (Read in the 0.10.0, 0.10.2, 0.11.4, 0.12.3 and 0.12.4 wheels, `routers/files.py`
-# `process_uploaded_file` and `routers/retrieval.py` `process_file`; 0.9.6, 0.11.0 and 0.12.2 in an earlier session.)
+# 0.10.0 `sync` lets uploads link themselves and waits for that mark. 0.9.6 to 0.9.x keep `file/add`: they link such
+# an upload without checking that its uploader may write to the base, so a key that lost write access mid-run would
+# still add documents (never widen access). (Read in the 0.9.6, 0.10.0, 0.10.2, 0.11.4, 0.12.3 and 0.12.4 wheels,
+# `routers/files.py` `process_uploaded_file` and `routers/retrieval.py` `process_file`.)
 LINKS_ON_UPLOAD = (0, 10, 0)
 COMPLETES_WHEN_LINKED = (0, 12, 4)
 
