@@ -30,7 +30,7 @@ def _compact_schema(schema: dict[str, Any]) -> None:
 
 
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, json_schema_extra=_compact_schema)
+    model_config = ConfigDict(frozen=True, json_schema_extra=_compact_schema, defer_build=True)
 
 
 class KnowledgeBase(_Result):
