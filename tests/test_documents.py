@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -296,28 +295,3 @@ async def test_folders_that_loop_are_refused_not_read_forever() -> None:
             await tools.search(app, "x", [BASE], None, None, folder="loop")
     assert (caught.value.code, query.call_count) == ("unexpected_response", 0)
     assert len(router.calls) < 10
-
-
-async def test_a_walk_reads_the_folders_of_a_level_side_by_side_at_most_four_at_once() -> None:
-    """0.9.6 to 0.11 name no document's folder in their lists: `sync` walks the base's folders, and a base of ten
-    folders is read four at a time, each document under its own folder's path."""
-    router = new_router()
-    router.get("/api/version").respond(json={"version": "0.10.2"})
-    reading, most = [0], [0]
-
-    async def listing(request: httpx.Request) -> httpx.Response:
-        reading[0] += 1
-        most[0] = max(most[0], reading[0])
-        await asyncio.sleep(0.01)  # an answer that takes a moment, so reads that overlap can be seen
-        reading[0] -= 1
-        asked = request.url.params["directory_id"]
-        if asked == "":
-            below = [{"id": f"d-{n}", "name": f"section-{n}"} for n in range(10)]
-            return httpx.Response(200, json={"items": [{"id": "f-top"}], "total": 1, "directories": below})
-        return httpx.Response(200, json={"items": [{"id": f"f-{asked}"}], "total": 1, "directories": []})
-
-    router.get(f"/api/v1/knowledge/{BASE}/files").mock(side_effect=listing)
-    async with app_for(router) as app:
-        found = await tools.folder_documents(app, BASE, [("", "")])
-    assert dict(found) == {"f-top": "", **{f"f-d-{n}": f"section-{n}" for n in range(10)}}
-    assert most[0] == tools.FOLDER_READS
