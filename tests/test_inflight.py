@@ -87,10 +87,24 @@ def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
     return Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=45, clock=lambda: now[0])
 
 
-async def abandon(inflight: Inflight, file_id: str | None, owner: str = OWNER, *, links_itself: bool = False) -> None:
+async def abandon(
+    inflight: Inflight,
+    file_id: str | None,
+    owner: str = OWNER,
+    *,
+    links_itself: bool = False,
+    indexed_after_link: bool = False,
+) -> None:
     """A write that ends without settling its upload (killed, or its file could not be removed again)."""
     async with inflight.tracking(
-        owner, "kb", "a.md", b"hello", marked=False, answer_within=60, links_itself=links_itself
+        owner,
+        "kb",
+        "a.md",
+        b"hello",
+        marked=False,
+        answer_within=60,
+        links_itself=links_itself,
+        indexed_after_link=indexed_after_link,
     ) as tracked:
         if file_id is not None:
             await tracked.uploaded(file_id)
@@ -252,7 +266,7 @@ async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the
     inflight = journal(tmp_path)
     for file_id in ("indexing", "failed-after-link"):
         with pytest.raises(RuntimeError):
-            await abandon(inflight, file_id, links_itself=True)
+            await abandon(inflight, file_id, links_itself=True, indexed_after_link=True)
     upstream = FakeUpstream(
         listed={"kb": {"indexing", "failed-after-link"}},
         collections={"indexing": "file-indexing", "failed-after-link": "file-failed-after-link"},
@@ -268,19 +282,42 @@ async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the
     assert await records(inflight) == []
 
 
-async def test_an_upload_linked_and_never_indexed_after_an_hour_is_deleted(tmp_path: Path) -> None:
-    """Open WebUI 0.10 restarted between the link and the base's vectors: the base lists a document it cannot find;
-    deleting the file takes it out, and the next sync uploads it again."""
+async def test_a_listed_upload_never_marked_is_kept_after_an_hour(tmp_path: Path) -> None:
+    """With BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks a file: after an hour the listed document is kept,
+    not deleted (deleting it would make every later sync upload it again)."""
     clock = [1_000_000.0]
     inflight = journal(tmp_path, clock)
     with pytest.raises(RuntimeError):
-        await abandon(inflight, "orphan", links_itself=True)
-    upstream = FakeUpstream(listed={"kb": {"orphan"}}, collections={"orphan": "file-orphan"})
+        await abandon(inflight, "unmarked", links_itself=True, indexed_after_link=True)
+    upstream = FakeUpstream(listed={"kb": {"unmarked"}}, collections={"unmarked": "file-unmarked"})
     assert (await recover(inflight, upstream, OWNER))[0].processing
     clock[0] += inflight_module.ABANDONED_SECONDS + 60
-    await recover(inflight, upstream, OWNER)
-    assert upstream.deleted == ["orphan"]
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert resolution.kept == "unmarked"
+    assert upstream.deleted == []
     assert await records(inflight) == []
+
+
+async def test_a_completed_unlisted_upload_that_is_processing_again_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.11 to 0.12.3 call a self-linked upload "completed" a moment before they index it into the base and link it:
+    looked at again after the settle, it is "processing", and not deleted."""
+    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    inflight = journal(tmp_path)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "indexing", links_itself=True)
+    reads = iter(["completed", "processing"])
+
+    class Flipping(FakeUpstream):
+        async def file_record(self, file_id: str) -> normalize.FileRecord:
+            return normalize.FileRecord(file_id, None, next(reads), None, f"file-{file_id}")
+
+    upstream = Flipping()
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert resolution.processing
+    assert upstream.deleted == []
+    assert len(await records(inflight)) == 1
 
 
 async def test_an_upload_without_the_base_in_its_metadata_is_deleted_whatever_its_status(tmp_path: Path) -> None:

@@ -21,14 +21,14 @@ KB = "kb-1"
 class Lists:
     """The base's pending list and its newest page, as the test sets them; counts how often each is read."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: str = "0.10.2") -> None:
         self.pending: list[str] = []
         self.listed: dict[str, dict[str, Any]] = {}
         self.reads = {"pending": 0, "page": 0}
         self.pages_wanted = 0
         self.pages_read = asyncio.Event()  # set once the newest page was read `pages_wanted` times
         self.router = new_router()
-        self.router.get("/api/version").respond(json={"version": "0.10.2"})
+        self.router.get("/api/version").respond(json={"version": version})
         self.router.get(f"/api/v1/knowledge/{KB}/files/pending").mock(side_effect=self._pending)
         self.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._page)
 
@@ -109,5 +109,19 @@ async def test_a_file_still_pending_is_not_looked_for_in_the_base() -> None:
         assert await watch.linked("f-1", 0.2) is None  # `within` ran out
         assert lists.reads["pending"] >= 2
         assert lists.reads["page"] == 0
+    finally:
+        await client.aclose()
+
+
+async def test_from_0_11_a_listed_file_is_confirmed_without_the_mark() -> None:
+    """0.11+ write the base's vectors before the link, so listed is indexed; with BYPASS_EMBEDDING_AND_RETRIEVAL Open
+    WebUI never sets the mark, and a file waiting for it would wait out the timeout."""
+    lists = Lists("0.12.3")
+    client, watch = await watched(lists)
+    try:
+        lists.link("f-1", "file-f-1")
+        record = await watch.linked("f-1", 30)
+        assert record is not None
+        assert (watch.confirmed, watch.handed_back) == (1, 0)
     finally:
         await client.aclose()

@@ -202,8 +202,9 @@ class Base:
             if self._duplicate(file_id):
                 self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
                 self.files[file_id]["hash"] = None
-                if self.links_first:  # 0.10 linked it before indexing it into the base failed
+                if self.links_first:  # 0.10 linked it before indexing it into the base failed, and keeps no reason
                     self.members[file_id] = metadata.get("directory_id")
+                    del self.files[file_id]["data"]["error"]
             else:
                 self.members[file_id] = metadata.get("directory_id")
                 meta["collection_name"] = KB
@@ -1188,31 +1189,30 @@ async def test_a_file_open_webui_calls_completed_waits_until_it_is_marked_as_wri
     base: Base, tmp_path: Path
 ) -> None:
     """0.10 calls an upload "completed" once its own collection is written, links it, and only then indexes it into
-    the base. The watch hands it back here (the base's newest page does not show it), and its writer keeps reading
-    the file until its `meta.collection_name` is the base's id, not stopping at "completed"."""
-    listing, reading = base._list, base._file
-    reads: list[str] = []
+    the base. The watch hands it back here (the base's newest page does not show it), and its writer keeps asking the
+    base for it by name until it is listed with the base's mark, not stopping at "completed" or at the link."""
+    listing = base._list
+    asked: list[str] = []
 
-    def newest_page_without_ours(request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("page") == "1" and "query" not in request.url.params:
+    def unmarked_twice(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("page") == "1" and "query" not in request.url.params:  # the watch's newest page
             return httpx.Response(200, json={"items": [], "total": len(base.members), "directories": []})
-        return listing(request)
+        answer = listing(request)
+        if "query" not in request.url.params:
+            return answer
+        asked.append(request.url.params["query"])
+        if len(asked) > 2:
+            return answer
+        body = answer.json()
+        items = [item | {"meta": item["meta"] | {"collection_name": f"file-{item['id']}"}} for item in body["items"]]
+        return httpx.Response(200, json=body | {"items": items})
 
-    def indexed_on_the_third_read(request: httpx.Request, file_id: str) -> httpx.Response:
-        reads.append(file_id)
-        answer = reading(request, file_id)
-        if len(reads) < 3:
-            body = answer.json()
-            return httpx.Response(200, json=body | {"meta": body["meta"] | {"collection_name": f"file-{file_id}"}})
-        return answer
-
-    base.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=newest_page_without_ours)
-    base.router.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=indexed_on_the_third_read)
+    base.router.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=unmarked_twice)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path)
     assert code == OK, lines
     assert base.names() == ["a.md"]
-    assert len(reads) >= 3  # two reads said "not yet", a third "written to the base", then its text
+    assert asked == ["a.md"] * 3  # listed without the mark twice, then with it; no more once it is there
 
 
 @pytest.mark.parametrize("base", ["0.10.2"], indirect=True)

@@ -48,15 +48,18 @@ VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
 # status says when that is done only from 0.12.4: there the file stays "processing" until it is indexed into the base
 # and linked, and only then becomes "completed" (a failed index or link ends "failed"). Before, the file is "completed"
 # for a moment as soon as its own collection is written: 0.11.0 to 0.12.3 then set it "processing" again, index it into
-# the base and link it; 0.10.0 to 0.10.2 link it first and index it into the base after, still "completed". What says
-# it is done on every release from 0.10.0 is the file's own `meta.collection_name`: Open WebUI sets it to the base's
-# id once the base's vectors are written (a failure sets the status "failed" and clears the file's hash). So from
-# 0.10.0 `sync` lets uploads link themselves and waits for that mark. 0.9.6 to 0.9.x keep `file/add`: they link such
-# an upload without checking that its uploader may write to the base, so a key that lost write access mid-run would
-# still add documents (never widen access). (Read in the 0.9.6, 0.10.0, 0.10.2, 0.11.4, 0.12.3 and 0.12.4 wheels,
-# `routers/files.py` `process_uploaded_file` and `routers/retrieval.py` `process_file`.)
+# the base and link it; 0.10.0 to 0.10.2 link it first and index it into the base after, still "completed" (a failure
+# there sets "failed" and clears the file's hash, with no reason kept). Where the base lists a file before its vectors
+# are written there (LINKS_BEFORE_INDEXING), the file's own `meta.collection_name` says when they are: Open WebUI sets
+# it to the base's id then (with BYPASS_EMBEDDING_AND_RETRIEVAL it never does: such a file waits out
+# OPENWEBUI_PROCESS_TIMEOUT and is left to recovery, which keeps it). So from 0.10.0 `sync` lets uploads link
+# themselves. 0.9.6 to 0.9.x keep `file/add`: they link such an upload without checking that its uploader may write
+# to the base, so a key that lost write access mid-run would still add documents (never widen access). (Read in the
+# 0.9.6, 0.10.0, 0.10.2, 0.11.0, 0.11.4, 0.12.3 and 0.12.4 wheels, `routers/files.py` `process_uploaded_file` and
+# `routers/retrieval.py` `process_file`.)
 LINKS_ON_UPLOAD = (0, 10, 0)
 COMPLETES_WHEN_LINKED = (0, 12, 4)
+LINKS_BEFORE_INDEXING = ((0, 9, 6), (0, 11, 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,12 @@ class Release:
         """An upload can link itself to its base, and the file's `meta.collection_name` says when it is indexed there.
         Not for an unreadable version: there nothing might say so."""
         return self.known and self.parts >= LINKS_ON_UPLOAD
+
+    @property
+    def links_before_indexing(self) -> bool:
+        """A self-linked upload is listed in the base before its vectors are written there (0.9.6 to 0.10.x)."""
+        start, end = LINKS_BEFORE_INDEXING
+        return self.known and start <= self.parts < end
 
     @property
     def completes_when_linked(self) -> bool:

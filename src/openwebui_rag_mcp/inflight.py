@@ -11,10 +11,12 @@ or its process on this machine no longer exists) is resolved by whoever next hol
 - the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
 - the file id is known and the base does not list it: the file is deleted; but an upload that links itself to its
   base (`sync` on Open WebUI 0.10+) is left alone while Open WebUI is still processing it (its status "pending" or
-  "processing", or "completed" without the base's id as its `meta.collection_name`: 0.10 links it before indexing it
-  into the base), since deleting it then could leave its vectors in the base's collection with no document: it is
-  settled once processing has ended (linked and marked: kept; failed: deleted, which also unlinks it), or, still
-  unfinished ABANDONED_SECONDS after it began, taken for a task Open WebUI lost in a restart and deleted;
+  "processing"; on 0.10 also "completed" and listed without the base's id as its `meta.collection_name`, as 0.10
+  links it before indexing it into the base; 0.11 to 0.12.3 say "completed" a moment early, so an unlisted one is
+  looked at again), since deleting it then could leave its vectors in the base's collection with no document: it is
+  settled once processing has ended (listed: kept; failed, or "completed" and not linked: deleted, which on 0.10 also
+  unlinks it), or, still "pending" or "processing" ABANDONED_SECONDS after it began, taken for a task Open WebUI lost
+  in a restart and deleted (a listed one is kept);
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -113,6 +115,8 @@ class Record:
     marked: bool = False  # the upload carries UPLOAD_MARK = id in its metadata (the release keeps upload metadata)
     answer_by: float = 0.0  # when the upload's answer was due at the latest (its start plus OPENWEBUI_TIMEOUT)
     links_itself: bool = False  # the upload carries the base's id: Open WebUI links it once it has processed it
+    # Open WebUI lists it in the base before the base's vectors are written (0.10): its mark says when they are
+    indexed_after_link: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -278,6 +282,7 @@ class Inflight:
         marked: bool,
         answer_within: float,
         links_itself: bool = False,
+        indexed_after_link: bool = False,
     ) -> AsyncIterator[Tracked]:
         """Record an upload before it is sent; drop the record when the write settled it. A write that ends without
         settling (an error while removing its file again) leaves its record marked gone, for the next recovery.
@@ -299,6 +304,7 @@ class Inflight:
             marked=marked,
             answer_by=now + answer_within,
             links_itself=links_itself,
+            indexed_after_link=indexed_after_link,
         )
         try:
             await self._store.put(record)
@@ -425,20 +431,33 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         for file_id in filter(None, candidates):
             state = await upstream.file_record(file_id) if record.links_itself else None
             status = state.status if state is not None else None
-            unfinished = state is not None and (
-                status in _STILL_PROCESSING or (status == "completed" and state.collection != record.knowledge_id)
-            )
+            listed: bool | None = None
+            unfinished = status in _STILL_PROCESSING
+            if (
+                status == "completed"
+                and record.indexed_after_link
+                and state
+                and state.collection != record.knowledge_id
+            ):
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
+                unfinished = listed is True  # linked, its vectors not yet written to the base (0.10)
             if unfinished and inflight.now() < record.started + ABANDONED_SECONDS:
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
-            listed = await upstream.base_lists(record.knowledge_id, file_id)
-            if listed is False and status == "completed" and not unfinished:
+            if listed is None:
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is False and status == "completed":
                 await asyncio.sleep(_LINK_SETTLE_SECONDS)
+                # 0.11 to 0.12.3 call it "completed" a moment before they index it into the base: looked at again.
+                if (await upstream.file_record(file_id)).status in _STILL_PROCESSING:
+                    why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
+                    return Resolution(record, tuple(deleted), kept, why, processing=True)
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
             if listed is None:
                 return Resolution(record, tuple(deleted), kept, "whether the base holds the file could not be read")
-            # Listed but failed or abandoned: 0.10 links before indexing into the base; deleting the file unlinks it.
-            if listed and not unfinished and status != "failed":
+            # A listed upload that failed (0.10 links before indexing into the base): deleting the file unlinks it.
+            # One still unmarked after an hour is kept: with BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks.
+            if listed and status != "failed":
                 kept = file_id
                 continue
             await upstream.delete_file(file_id)

@@ -6,11 +6,11 @@ wrote last (`meta.collection_name`, the base's id once the base's vectors are wr
 Until its own collection is written the file is on the base's pending list (`GET /knowledge/{id}/files/pending`:
 uploads naming the base, still `pending` or `processing`, not linked). So one watch per base asks that list once for
 every file in flight, and when some have left it, reads the base's newest documents once (`GET /knowledge/{id}/files`,
-newest first): a file listed there with the base's mark is linked and indexed, and its `hash` (the SHA-256 of its
-extracted text) comes with it; one listed without the mark is still being indexed and is asked about again. A file that
-left the pending list but is on neither list twice running (processing failed, the link was refused, or others changed
-so many files meanwhile that it is not among the newest), or is listed with its hash cleared (0.10: indexing into the
-base failed after the link), is handed back to its writer, which then reads its status, mark and link itself, as a
+newest first): a file listed there is linked and indexed (0.10: once it also carries the base's mark; until then it
+is asked about again), and its `hash` (the SHA-256 of its extracted text) comes with it. A file that left the pending
+list but is on neither list twice running (processing failed, the link was refused, or others changed so many files
+meanwhile that it is not among the newest), or is listed unmarked with its hash cleared (0.10: indexing into the base
+failed after the link), is handed back to its writer, which then reads its status, link and mark itself, as a
 single upload does. Per file that is one request for every few files in flight instead of a status poll or two and a
 name search each (issue 18: Open WebUI is the busy process, and every request costs it).
 
@@ -94,9 +94,13 @@ class LinkWatch:
     async def _look(self, asked: float) -> dict[str, normalize.FileRecord | None]:
         """The files whose outcome the lists tell: linked and indexed (their record), or for their writer to look at."""
         pending = {item.get("id") for item in await self.client.pending_files(self.knowledge_id)}
+        for still in pending:
+            if isinstance(still, str) and still in self._waiting:
+                self._waiting[still].unseen = False
         left = {file_id: w for file_id, w in self._waiting.items() if w.since < asked and file_id not in pending}
         if not left:
             return {}
+        marked_only = (await self.client.release()).links_before_indexing
         newest, _ = await self.client.knowledge_files(self.knowledge_id, 1)
         listed = {record.file_id: record for record in normalize.file_records(newest)}
         answers: dict[str, normalize.FileRecord | None] = {}
@@ -106,13 +110,11 @@ class LinkWatch:
                 if waiting.unseen:
                     answers[file_id] = None
                 waiting.unseen = True
-            elif record.collection == self.knowledge_id:
+                continue
+            waiting.unseen = False
+            if not marked_only or record.collection == self.knowledge_id:
                 answers[file_id] = record
             elif record.hash is None:  # linked, then its indexing into the base failed (0.10)
                 answers[file_id] = None
-            else:  # linked, still being indexed into the base (0.10)
-                waiting.unseen = False
-        for still in pending:
-            if isinstance(still, str) and still in self._waiting:
-                self._waiting[still].unseen = False
+            # else linked, its vectors not yet written to the base (0.10): asked about again
         return answers

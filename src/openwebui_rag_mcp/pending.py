@@ -8,8 +8,8 @@ before they are attached, so they are never in this list.
 
 Before 0.12.4 Open WebUI takes an upload off its pending list once it calls it "completed", which is a moment before
 the base links it (0.9.6 to 0.10.2: also before it is indexed into the base). So a file seen pending stays in the
-answer, as processing, until the base lists it (from 0.10, marked as written to the base: `meta.collection_name`) or
-its processing failed: "nothing is processing" means searchable.
+answer, as processing, until the base lists it (0.9.6 to 0.10: and it is marked as written to the base,
+`meta.collection_name`) or its processing failed: "nothing is processing" means searchable.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ async def _linked_or_failed(app: App, release: Release, knowledge_id: str, item:
         if failure.code != "forbidden":  # another user's upload, whose status this key may not read: the list tells
             raise
     listed = await app.client.listed_file(knowledge_id, item.file_id, item.filename or "")
-    # From 0.10 the file is marked with the base's id once the base's vectors are written; 0.10 lists it before.
-    return listed is not None and (not release.links_on_upload or listed.collection == knowledge_id)
+    # 0.9.6 to 0.10 list it before the base's vectors are written; the file's mark says when they are.
+    return listed is not None and (not release.links_before_indexing or listed.collection == knowledge_id)
 
 
 def _pending_item(raw: Mapping[str, Any]) -> FileItem:

@@ -336,13 +336,11 @@ async def _wait_processed(
     progress: Progress,
     first_poll: float | None = None,
     waited: float = 0.0,
-    indexed_into: str | None = None,
 ) -> str:
     """Wait until Open WebUI has extracted and embedded the file; its final status. Progress goes out on every
     poll, so clients that extend their timeout on progress keep waiting. `first_poll`: when to look first (a caller
     that has seen how long its files take), else _POLL_FIRST_DELAY. `waited`: seconds of OPENWEBUI_PROCESS_TIMEOUT
-    already spent waiting for this file. `indexed_into`: the base an upload links itself to; "completed" counts only
-    once the file is marked as written to it (before 0.12.4 it is "completed" earlier: `compat.LINKS_ON_UPLOAD`)."""
+    already spent waiting for this file."""
     if not release.capabilities.process_status:
         # Releases before 0.6.23 process during the upload and report failure in the upload answer.
         if uploaded.error:
@@ -357,26 +355,62 @@ async def _wait_processed(
     polls = 0
     while True:
         status = await app.client.process_status(uploaded.file_id)
-        if status == "completed" and (
-            indexed_into is None
-            or normalize.file_record(await app.client.file(uploaded.file_id)).collection == indexed_into
-        ):
+        if status == "completed":
             return status
         if status == "failed":
-            error = normalize.file_record(await app.client.file(uploaded.file_id)).error
-            code: ErrorCode = "duplicate_content" if error and "duplicate" in error.lower() else "upstream_error"
-            reason = _quoted(app, error) if error else "no reason given"
-            raise ToolFailure(code, f"Open WebUI could not process the document: {reason}")
+            raise await _processing_failed(app, uploaded.file_id)
         if loop.time() + delay > deadline:
-            raise ToolFailure(
-                "timeout",
-                f"Open WebUI was still processing the document (status {status!r}) after "
-                f"{app.settings.process_timeout:g} s (OPENWEBUI_PROCESS_TIMEOUT)",
-                retryable=True,
-            )
+            raise _still_processing(app, status)
         polls += 1
         # Always rising, never reaching the next step: 2 + n/(n+1).
         await _tell(progress, 2 + polls / (polls + 1), 4, f"processing ({status}, {loop.time() - started:.0f} s)")
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, _POLL_MAX_DELAY)
+
+
+async def _processing_failed(app: App, file_id: str) -> ToolFailure:
+    error = normalize.file_record(await app.client.file(file_id)).error
+    code: ErrorCode = "duplicate_content" if error and "duplicate" in error.lower() else "upstream_error"
+    reason = _quoted(app, error) if error else "no reason given"
+    return ToolFailure(code, f"Open WebUI could not process the document: {reason}")
+
+
+def _still_processing(app: App, status: str) -> ToolFailure:
+    return ToolFailure(
+        "timeout",
+        f"Open WebUI was still processing the document (status {status!r}) after "
+        f"{app.settings.process_timeout:g} s (OPENWEBUI_PROCESS_TIMEOUT)",
+        retryable=True,
+    )
+
+
+async def _settled_in_base(
+    app: App, release: Release, knowledge_id: str, file_id: str, filename: str, left: float
+) -> bool:
+    """After "completed" before 0.12.4 (a self-linked upload there is "completed" before it is in the base): wait
+    within `left` seconds until the base lists the file (0.9.6 to 0.10: marked as written to the base, too; True),
+    or it failed (raised), or it stayed "completed" and unlisted for _LINK_WAIT_SECONDS: Open WebUI did not link it
+    (False; the caller reads the link again and removes the file). Asks the base by the file's name, not for the
+    file's text."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + left
+    unlisted_since: float | None = None
+    delay = _POLL_FIRST_DELAY
+    while True:
+        listed = await app.client.listed_file(knowledge_id, file_id, filename)
+        if listed is not None and (not release.links_before_indexing or listed.collection == knowledge_id):
+            return True
+        status = await app.client.process_status(file_id)
+        if status == "failed":
+            raise await _processing_failed(app, file_id)
+        if listed is None and status == "completed":  # 0.11 to 0.12.3 say so a moment before indexing into the base
+            unlisted_since = loop.time() if unlisted_since is None else unlisted_since
+            if loop.time() - unlisted_since >= _LINK_WAIT_SECONDS:
+                return False
+        else:
+            unlisted_since = None
+        if loop.time() + delay > deadline:
+            raise _still_processing(app, status)
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, _POLL_MAX_DELAY)
 
@@ -521,6 +555,7 @@ async def _journaled(app: App, release: Release, knowledge_id: str, upload: Uplo
         marked=release.capabilities.upload_metadata,
         answer_within=app.settings.timeout,
         links_itself=upload.links_itself,
+        indexed_after_link=upload.links_itself and release.links_before_indexing,
     ) as tracked:
         yield tracked
 
@@ -591,13 +626,12 @@ async def _timed_processing(
     progress: Progress,
     upload: Upload,
     waited: float = 0.0,
-    indexed_into: str | None = None,
 ) -> tuple[str, float]:
     """The wait for Open WebUI's processing of an upload: its final status and how long it took (with `waited`,
-    the seconds already spent on it; `indexed_into` as for _wait_processed)."""
+    the seconds already spent on it)."""
     await _tell(progress, 2, 4, "processing")
     started = asyncio.get_running_loop().time()
-    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll, waited, indexed_into)
+    status = await _wait_processed(app, release, uploaded, progress, upload.first_poll, waited)
     return status, asyncio.get_running_loop().time() - started + waited
 
 
@@ -654,9 +688,11 @@ async def _process_linked(
             await _tell(progress, 4, 4, "done")
             return Uploaded(file_id, "completed", None, waited)
     try:
-        status, processed_after = await _timed_processing(
-            app, release, uploaded, progress, upload, waited, indexed_into=knowledge_id
-        )
+        status, processed_after = await _timed_processing(app, release, uploaded, progress, upload, waited)
+        settled = False
+        if not release.completes_when_linked:
+            left = app.settings.process_timeout - processed_after
+            settled = await _settled_in_base(app, release, knowledge_id, file_id, upload.filename, left)
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":
             # Still running in Open WebUI (a timeout), or its status could not be read: Open WebUI may yet index it
@@ -666,12 +702,16 @@ async def _process_linked(
                 f" If it finishes, Open WebUI links the file {file_id} to knowledge base {knowledge_id} itself; if it "
                 "fails, the next write with this key (or `openwebui-rag-mcp recover`) removes it."
             ) from None
-        if failure.code == "duplicate_content":
-            failure = await _duplicate(app, knowledge_id, failure, await _text_or_none(app, file_id))
+        if failure.code == "duplicate_content" or not release.completes_when_linked:
+            # Before 0.12.4 a failure while indexing into the base keeps no reason: a document of the same text in
+            # the base says what it was (Open WebUI's duplicate check), and `sync` then replaces rather than adds.
+            duplicate = await _duplicate(app, knowledge_id, failure, await _text_or_none(app, file_id))
+            if failure.code == "duplicate_content" or duplicate.existing_file_id:
+                failure = replace(duplicate, code="duplicate_content")
         raise await _discard(app, file_id, failure, "process") from None
     await _tell(progress, 3, 4, "confirming the link")
     try:
-        linked = await _linked(app, knowledge_id, file_id, upload.filename)
+        linked = settled or await _linked(app, knowledge_id, file_id, upload.filename)
     except ToolFailure as failure:
         raise _failed(failure, "attach", file_id, after_upload=True).explained(
             f" Whether knowledge base {knowledge_id} now holds the file {file_id} could not be read; check with "
@@ -694,7 +734,8 @@ async def _process_linked(
 
 # The hash Open WebUI keeps (`hash`, the SHA-256 of the extracted text) for a file with no text at all.
 _NO_TEXT_SHA256 = hashlib.sha256(b"").hexdigest()
-# How long a file Open WebUI calls "completed" may take to show in the base's lists (0.12.4 links it first).
+# How long a file Open WebUI calls "completed" may take to show in the base's lists (0.11+ mark it "completed" after
+# the base's vectors and the link are written, but the lists may lag a moment).
 _LINK_WAIT_SECONDS = 10.0
 
 
