@@ -677,3 +677,33 @@ def test_file_text_unreadable_is_unexpected_response(body: object) -> None:
 )
 def test_iso_time(value: object, expected: str | None) -> None:
     assert normalize.iso_time(value) == expected
+
+
+def test_a_comparison_asked_without_checksums_places_each_document_by_id() -> None:
+    answer = {
+        "added": [{"filename": "new.md", "path": "docs"}],
+        "modified": [
+            {"filename": "a.md", "path": "docs/deep", "stale_file_id": "f-1"},
+            {"filename": "top.md", "path": "", "stale_file_id": "f-2"},
+        ],
+        "deleted": [{"file_id": "f-3", "filename": "elsewhere.md"}],  # somewhere not asked about: not placed
+        "unmodified_count": 0,
+    }
+    assert normalize.compared_documents(answer) == {"f-1": "docs/deep", "f-2": ""}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {},
+        {"modified": None},
+        {"modified": [1]},
+        {"modified": [{"path": "a"}]},
+        {"modified": [{"stale_file_id": "f"}]},
+    ],
+)
+def test_an_unreadable_comparison_is_unexpected_response(body: object) -> None:
+    with pytest.raises(ToolFailure) as caught:
+        normalize.compared_documents(body)
+    assert caught.value.code == "unexpected_response"

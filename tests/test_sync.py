@@ -246,13 +246,33 @@ class Base:
         return httpx.Response(200, json=True)
 
     def _diff(self, request: httpx.Request) -> httpx.Response:
-        """Only the folder part of Open WebUI's answer, which is all the command uses."""
+        """Open WebUI's comparison (the same in 0.9.6 to 0.12.4): documents by (folder path, filename), the last of
+        several at one place hiding the others; a place in the manifest is added, modified (its document's checksum
+        differs, named by id) or unmodified; a document at a place not in it is deleted (named by id, not place)."""
         manifest = json.loads(request.content)["manifest"]
         self.manifests.append(manifest)
         existing = {self.path_of(folder_id): folder_id for folder_id in self.folders}
+        held = {
+            (self.path_of(folder_id), self.files[file_id]["filename"]): (file_id, self.files[file_id]["meta"])
+            for file_id, folder_id in self.members.items()
+        }
+        added, modified, unmodified = [], [], 0
+        for entry in manifest:
+            place = (entry["path"], entry["filename"])
+            if place not in held:
+                added.append({"filename": entry["filename"], "path": entry["path"]})
+            elif held[place][1].get("file_hash") != entry["checksum"]:
+                modified.append({"filename": entry["filename"], "path": entry["path"], "stale_file_id": held[place][0]})
+            else:
+                unmodified += 1
+        asked = {(entry["path"], entry["filename"]) for entry in manifest}
+        deleted = [
+            {"file_id": file_id, "filename": place[1]} for place, (file_id, _) in held.items() if place not in asked
+        ]
         wanted = {"/".join(e["path"].split("/")[: n + 1]) for e in manifest if e["path"] for n in range(99)}
         mkdir = sorted((p for p in wanted if p not in existing), key=lambda p: (p.count("/"), p))
-        return httpx.Response(200, json={"added": [], "mkdir": mkdir, "directory_map": existing})
+        answer = {"added": added, "modified": modified, "deleted": deleted, "unmodified_count": unmodified}
+        return httpx.Response(200, json=answer | {"mkdir": mkdir, "rmdir": [], "directory_map": existing})
 
     def _create_folder(self, request: httpx.Request) -> httpx.Response:
         self._wrote(request)
@@ -297,8 +317,13 @@ async def run(
 
 
 def writes_since(base: Base, calls: int) -> list[str]:
-    """The requests after the first `calls` that were not reads."""
-    return [f"{c.request.method} {c.request.url.path}" for c in base.router.calls[calls:] if c.request.method != "GET"]
+    """The requests after the first `calls` that were not reads (Open WebUI's folder comparison, `sync/diff`, is a
+    POST that changes nothing)."""
+    return [
+        f"{c.request.method} {c.request.url.path}"
+        for c in base.router.calls[calls:]
+        if c.request.method != "GET" and not c.request.url.path.endswith("/sync/diff")
+    ]
 
 
 def skipped_lines(lines: list[str]) -> dict[str, str]:
@@ -577,6 +602,74 @@ async def test_a_read_only_key_can_check_a_base_with_nothing_to_upload(mirror: B
     assert any(line.startswith("folders to make: unknown") for line in lines), lines
     code, lines = await run(tmp_path)
     assert code == sync_module.UNUSABLE, lines
+
+
+def folder_lists(base: Base, calls: int = 0) -> int:
+    """How many of the requests after the first `calls` read one folder of the base (0.9.6 to 0.11's walk)."""
+    return sum(
+        1 for c in base.router.calls[calls:] if c.request.method == "GET" and "directory_id" in c.request.url.params
+    )
+
+
+def notes(root: Path) -> None:
+    for name in ("top.md", "docs/a.md", "docs/deep/b.md", "other/c.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {name}")
+
+
+async def test_a_run_with_nothing_changed_places_the_documents_with_one_comparison(
+    mirror: Base, tmp_path: Path
+) -> None:
+    """0.10.2's lists do not say which folder holds a document: one folder comparison, asked where each document's
+    upload metadata places it, says it (no folder read one by one). 0.12.4's lists say it: no comparison at all."""
+    notes(tmp_path)
+    assert (await run(tmp_path))[0] == OK
+    calls, manifests = len(mirror.router.calls), len(mirror.manifests)
+    code, lines = await run(tmp_path)
+    assert (code, lines[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 0 failed")
+    assert folder_lists(mirror, calls) == 0
+    asked = mirror.manifests[manifests:]
+    if mirror.paths_listed:
+        assert asked == []
+    else:
+        assert [sorted((e["path"], e["filename"], e["checksum"]) for e in manifest) for manifest in asked] == [
+            [("", "top.md", ""), ("docs", "a.md", ""), ("docs/deep", "b.md", ""), ("other", "c.md", "")]
+        ]
+
+
+@pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)
+@pytest.mark.parametrize("change", ["moved by hand", "a second document at its place", "comparison refused"])
+async def test_documents_the_comparison_cannot_place_send_the_run_to_the_folder_lists(
+    mirror: Base, tmp_path: Path, change: str
+) -> None:
+    """A document not where its metadata says (moved in Open WebUI's interface), one hidden by another at the same
+    place (the comparison keeps one per place), or a comparison refused: the run reads the folders one by one and
+    sees the base as it is."""
+    notes(tmp_path)
+    assert (await run(tmp_path))[0] == OK
+    top = next(file_id for file_id, folder_id in mirror.members.items() if folder_id is None)
+    if change == "moved by hand":
+        docs = next(
+            folder_id for folder_id, (name, parent) in mirror.folders.items() if (name, parent) == ("docs", None)
+        )
+        mirror.members[top] = docs
+    elif change == "a second document at its place":  # someone's own upload of another text under the same name
+        mirror.files["f-hand"] = {"id": "f-hand", "filename": "top.md", "meta": {"name": "top.md"}, "hash": "other"}
+        mirror.members["f-hand"] = None
+    else:
+        mirror.router.post(f"/api/v1/knowledge/{KB}/sync/diff").respond(403, json={"detail": "not allowed"})
+    calls = len(mirror.router.calls)
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert folder_lists(mirror, calls) == 4  # the top, docs, docs/deep and other
+    if change == "moved by hand":  # seen where it is, and moved back
+        assert lines[-1] == "done: 0 added, 0 replaced, 1 renamed, 0 removed, 3 unchanged, 0 failed", lines
+    elif change == "a second document at its place":  # seen as someone else's, beside this folder's own
+        assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 0 failed", lines
+        assert mirror.names() == ["docs/a.md", "docs/deep/b.md", "other/c.md", "top.md", "top.md"]
+    else:
+        assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 0 failed", lines
+    assert mirror.names()[:4] == ["docs/a.md", "docs/deep/b.md", "other/c.md", "top.md"]
 
 
 async def test_a_folder_made_meanwhile_by_someone_else_is_used(mirror: Base, tmp_path: Path) -> None:

@@ -447,6 +447,22 @@ def subfolders(body: object) -> list[Subfolder]:
     return found
 
 
+def compared_documents(body: object) -> dict[str, str]:
+    """From Open WebUI's sync comparison asked with no checksums: file id -> the folder path ("" at the top) of each
+    document at a key (folder, name) the manifest named; each is reported as changed, with its id."""
+    changed = _mapping(body, "a sync comparison").get("modified")
+    if not isinstance(changed, list):
+        raise unexpected("a sync comparison without its changed files")
+    placed: dict[str, str] = {}
+    for entry in changed:
+        item = _mapping(entry, "a changed file of a sync comparison")
+        file_id, path = _str(item.get("stale_file_id")), item.get("path")
+        if file_id is None or not isinstance(path, str):
+            raise unexpected("a changed file of a sync comparison without its id or folder")
+        placed[file_id] = path
+    return placed
+
+
 def folder_tree(body: object) -> tuple[list[str], dict[str, str]]:
     """From Open WebUI's sync comparison: the folder paths to create (parents first) and the existing ones' ids."""
     answer = _mapping(body, "a sync comparison")

@@ -34,8 +34,8 @@ How the base says which version of which file it holds, and whose it is, depends
 - **Open WebUI 0.9.6 and later** (bases with folders): the base mirrors the folder, each file under its own name in
   an Open WebUI folder of the same path. Open WebUI's own folder sync comparison (`sync/diff`) gives the base's
   folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the SHA-256 of every upload
-  (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12, and from the folder
-  lists before. Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
+  (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12; before, from one
+  comparison asked where each document's upload metadata places it, or the folder lists where that is not enough. Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
 - **Older releases**, and bases this folder synced that way before Open WebUI had folders: each file is uploaded
   under a name that carries its path, the folder's source id and the first 12 hex digits of its SHA-256
   (`notes_todo~5b0a20f4~3f2a9c0d1e4b.md`), since older releases keep no folders and 0.6.5 no upload metadata: the
@@ -583,7 +583,7 @@ async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
     named_ours = source is not None and any(_named_by(d, source, release.folders) for d in documents)
     mirrored = release.folders and not named_ours
     if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
-        folder_of = await _folders_of_documents(app, knowledge_id)
+        folder_of = await _folders_of_documents(app, knowledge_id, documents)
         documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
     base = _Base(mirrored, release.folders and named_ours)
     for document in documents:
@@ -874,11 +874,39 @@ def _refusal(gone: int, held: int, max_delete: int | None, *, empty: bool) -> st
     return None
 
 
-async def _folders_of_documents(app: App, knowledge_id: str) -> dict[str, str]:
-    """file_id -> the path of its folder ("" at the top), from Open WebUI's folder lists, folder by folder."""
+async def _folders_of_documents(
+    app: App, knowledge_id: str, documents: Sequence[normalize.FolderDocument]
+) -> dict[str, str]:
+    """file_id -> the path of its folder ("" at the top) of every listed document, on releases whose lists do not
+    say (0.9.6 to 0.11). One request where it can: Open WebUI's folder comparison (`sync/diff`), asked about each
+    document where its upload metadata places it (this command's uploads carry their path as `source`; others are
+    looked for at the top) and with no checksum, names the document it holds at each such place, by id. A document
+    it does not place so (moved since, uploaded elsewhere by hand, sharing its place with another) or a comparison
+    refused (it needs write access) sends the run to the folder lists, folder by folder (about 25 ms a folder)."""
+    manifest = {(_hinted_folder(document), document.path) for document in documents}
+    try:
+        answer = await app.client.sync_diff(
+            knowledge_id,
+            [{"filename": name, "path": folder, "checksum": "", "size": 0} for folder, name in sorted(manifest)],
+        )
+        placed = normalize.compared_documents(answer)
+    except ToolFailure:
+        placed = {}
+    if all(document.file_id in placed for document in documents):
+        return placed
     from openwebui_rag_mcp import tools  # only for these releases: a run on any other does without importing it
 
     return dict(await tools.folder_documents(app, knowledge_id, [("", "")]))
+
+
+def _hinted_folder(document: normalize.FolderDocument) -> str:
+    """Where the document's upload metadata says it is (its `source`, when that ends in its name), else the top."""
+    source = document.upload_metadata.get("source")
+    if isinstance(source, str):
+        folder, _, name = source.rpartition("/")
+        if name == document.path:
+            return folder
+    return ""
 
 
 def _in_folder(document: normalize.FolderDocument, folder: str) -> normalize.FolderDocument:
