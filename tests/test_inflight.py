@@ -94,8 +94,10 @@ async def abandon(
     *,
     links_itself: bool = False,
     indexed_after_link: bool = False,
+    attach_within: float | None = None,
 ) -> None:
-    """A write that ends without settling its upload (killed, or its file could not be removed again)."""
+    """A write that ends without settling its upload (killed, or its file could not be removed again); with
+    `attach_within`, killed once its attach was sent."""
     async with inflight.tracking(
         owner,
         "kb",
@@ -108,6 +110,8 @@ async def abandon(
     ) as tracked:
         if file_id is not None:
             await tracked.uploaded(file_id)
+        if attach_within is not None:
+            await tracked.attaching(attach_within)
         raise RuntimeError("the write ended without settling")
 
 
@@ -236,6 +240,30 @@ async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_proces
     second = await recover(inflight, upstream, OWNER)
     assert upstream.deleted == ["failing"]
     assert {resolution.kept for resolution in second} == {"linking", None}
+    assert await records(inflight) == []
+
+
+async def test_a_file_whose_attach_open_webui_may_still_run_is_left_until_the_attach_was_due(tmp_path: Path) -> None:
+    """A writer killed during its attach: Open WebUI goes on with the attach. Deleting the file meanwhile could leave
+    the base's vectors of it with no document, and before 0.6.42 the attach would still rewrite the base's list over
+    whatever the next run attached: recovery waits until the attach's answer was due, then keeps or deletes."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    for file_id in ("landing", "refused"):
+        with pytest.raises(RuntimeError):
+            await abandon(inflight, file_id, attach_within=120)
+    assert {record.attach_by for record in await records(inflight)} == {clock[0] + 120}
+    upstream = FakeUpstream()
+    first = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == []
+    assert all(resolution.processing and "attach" in str(resolution) for resolution in first), first
+    upstream.listed = {"kb": {"landing"}}  # its attach landed; the other's never will (Open WebUI refused it)
+    clock[0] += 60
+    second = await recover(inflight, upstream, OWNER)
+    assert (upstream.deleted, [r.kept for r in second if not r.processing]) == ([], ["landing"])
+    clock[0] += 61
+    (third,) = await recover(inflight, upstream, OWNER)
+    assert (upstream.deleted, third.processing) == (["refused"], False)
     assert await records(inflight) == []
 
 
@@ -438,6 +466,23 @@ async def test_an_upload_is_recorded_while_it_runs_and_dropped_once_attached(ups
     assert record.filename == form_parts(upstream.upload.calls.last.request)["file"][0]
     assert await journal._store.records(owner) == []
     assert API_KEY not in record.to_json()
+
+
+async def test_the_attach_is_noted_in_the_journal_before_it_is_sent(upstream: Upstream) -> None:
+    journal, owner = server_journal()
+    during: list[Record] = []
+
+    async def add_seen(request: httpx.Request) -> httpx.Response:
+        during.extend(await journal._store.records(owner))
+        return upstream._add(request)
+
+    upstream.add.side_effect = add_seen
+    before = time.time()
+    ok_of(await call(upstream, "knowledge_add", add_args()))
+    (record,) = during
+    assert record.file_id == FILE
+    assert before + make_settings().timeout <= record.attach_by <= time.time() + make_settings().timeout
+    assert await journal._store.records(owner) == []
 
 
 async def test_a_file_that_could_not_be_removed_is_removed_by_the_next_write(upstream: Upstream) -> None:

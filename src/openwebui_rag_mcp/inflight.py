@@ -16,7 +16,8 @@ or its process on this machine no longer exists) is resolved by whoever next hol
   looked at again), since deleting it then could leave its vectors in the base's collection with no document: it is
   settled once processing has ended (listed: kept; failed, or "completed" and not linked: deleted, which on 0.10 also
   unlinks it), or, still "pending" or "processing" ABANDONED_SECONDS after it began, taken for a task Open WebUI lost
-  in a restart and deleted (a listed one is kept);
+  in a restart and deleted (a listed one is kept); and a file whose attach was sent is left alone until that
+  attach's answer was due, since Open WebUI goes on with it (and before 0.6.42 rewrites the base's whole list);
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -117,6 +118,9 @@ class Record:
     links_itself: bool = False  # the upload carries the base's id: Open WebUI links it once it has processed it
     # Open WebUI lists it in the base before the base's vectors are written (0.10): its mark says when they are
     indexed_after_link: bool = False
+    # When an attach (`file/add`) was sent, the time its answer was due at the latest: Open WebUI goes on with an attach
+    # whose writer died, and may list the file, or (before 0.6.42) rewrite the base's whole list, until then.
+    attach_by: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -248,6 +252,16 @@ class Tracked:
             await self._journal.save(self.record)
         except Exception as error:
             log.warning("could not add file %s to the journal of uploads in flight (%s)", file_id, type(error).__name__)
+
+    async def attaching(self, answer_within: float) -> None:
+        """The attach is about to be sent (`answer_within`: OPENWEBUI_TIMEOUT). Best effort, as `uploaded`."""
+        self.record = replace(self.record, attach_by=self._journal.now() + answer_within)
+        try:
+            await self._journal.save(self.record)
+        except Exception as error:
+            log.warning(
+                "could not note the attach of %s in the journal (%s)", self.record.file_id, type(error).__name__
+            )
 
     def settle(self) -> None:
         """The file is attached, or removed again, or there is none: nothing is left to find."""
@@ -392,7 +406,8 @@ class Resolution:
     kept: str | None  # the file id the base holds: the write had completed
     problem: str | None = None  # why the record stays
     gone: bool = False  # its file was deleted meanwhile
-    processing: bool = False  # the record stays because Open WebUI is still processing an upload that links itself
+    # the record stays because Open WebUI is still processing an upload that links itself, or may still run its attach
+    processing: bool = False
 
     def __str__(self) -> str:
         what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
@@ -446,6 +461,11 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is None:
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is False and inflight.now() < record.attach_by:
+                # Deleting it now could leave the base's vectors of it with no document, and before 0.6.42 its attach
+                # would then rewrite the base's list over whatever was attached since.
+                why = "its attach was sent and Open WebUI may still be running it; looked at later"
+                return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is False and status == "completed":
                 await asyncio.sleep(_LINK_SETTLE_SECONDS)
                 # 0.11 to 0.12.3 call it "completed" a moment before they index it into the base: looked at again.

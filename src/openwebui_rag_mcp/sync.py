@@ -35,7 +35,8 @@ How the base says which version of which file it holds, and whose it is, depends
   an Open WebUI folder of the same path. Open WebUI's own folder sync comparison (`sync/diff`) gives the base's
   folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the SHA-256 of every upload
   (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12; before, from one
-  comparison asked where each document's upload metadata places it, or the folder lists where that is not enough. Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
+  comparison asked where each document's upload metadata places it, or the folder lists where that is not enough.
+  Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
 - **Older releases**, and bases this folder synced that way before Open WebUI had folders: each file is uploaded
   under a name that carries its path, the folder's source id and the first 12 hex digits of its SHA-256
   (`notes_todo~5b0a20f4~3f2a9c0d1e4b.md`), since older releases keep no folders and 0.6.5 no upload metadata: the
@@ -705,8 +706,9 @@ class _Run:
 
     async def _await_earlier_uploads(self) -> None:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
-        Open WebUI is done: wait for them first (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends
-        them again (two copies could both be linked) nor misses them."""
+        Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
+        (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends them again (two copies could both be
+        linked) nor misses them, and (before 0.6.42) no late attach rewrites the base's list over this run's."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.app.settings.process_timeout
         said = False

@@ -594,7 +594,7 @@ async def _upload_and_attach(
         if upload.links_itself:
             done = await _process_linked(app, release, knowledge_id, uploaded, progress, upload)
         else:
-            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload)
+            done = await _process_and_attach(app, release, knowledge_id, uploaded, text, progress, upload, tracked)
     except ToolFailure as failure:
         if tracked is not None and failure.outcome == "not_applied":  # the file was removed again
             tracked.settle()
@@ -643,6 +643,7 @@ async def _process_and_attach(
     text: str | None,
     progress: Progress,
     upload: Upload,
+    tracked: Tracked | None,
 ) -> Uploaded:
     """The rest of an upload once the file exists: it ends with the file in the base, or removed again (or, when
     even that fails, named in the error)."""
@@ -661,6 +662,8 @@ async def _process_and_attach(
             lease.check()
         except ToolFailure as failure:  # deleting the file again is safe without the lock: it is in no base
             raise await _discard(app, file_id, failure, "attach") from None
+        if tracked is not None:  # recovery then lets an attach Open WebUI may still be running end first
+            await tracked.attaching(app.settings.timeout)
         await _attach(app, release, knowledge_id, file_id, upload, content)
     await _tell(progress, 4, 4, "done")
     return Uploaded(file_id, status, len(extracted) if extracted is not None else None, processed_after)
