@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                     if code != 0:
                         print(f"installing Open WebUI {version} failed; the live suite will report it", flush=True)
                 env = _environment({"OPENWEBUI_LIVE_VERSION": version})
-                tallies.append(
-                    _pytest(f"live-{version}", ["tests/live", *args.pytest_args], workdir, LIVE_TIMEOUT, env)
-                )
+                # the slowest tests named in the log: where a tier's time goes, for whoever trims it next
+                live_args = ["tests/live", "--durations=8", *args.pytest_args]
+                tallies.append(_pytest(f"live-{version}", live_args, workdir, LIVE_TIMEOUT, env))
     finally:
         for installer in installers.values():
             if installer.poll() is None:

@@ -23,12 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from devtools import fake_embeddings
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
+from openwebui_rag_mcp import normalize, tools
+from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp.compat import Release
+from openwebui_rag_mcp.config import load_settings
+from openwebui_rag_mcp.runtime import running_app
 from openwebui_rag_mcp.sync import SOURCE_FILE, folder_source, scan, synced_name
 from tests.live.stdio import SCRIPT
 
@@ -397,3 +402,59 @@ def test_sync_into_a_base_that_cannot_be_read(live_openwebui: Instance, tmp_path
     refused = run_sync(inst, folder, str(uuid.uuid4()), *flags)
     assert refused.code == 5, refused.lines
     assert owui.file_ids(inst) == files_before
+
+
+@pytest.mark.releases("0.10.2")  # folders, but lists that do not say which folder holds a document (0.9.6 to 0.11)
+def test_one_comparison_places_the_documents_where_the_lists_do_not(
+    live_openwebui: Instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a run with nothing changed asks instead of reading the folders one by one: Open WebUI's own folder
+    comparison, asked where each document's upload metadata places it, names the document at each place. It must
+    agree with the folder lists; a document moved by hand must send the run back to them."""
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    folder = tmp_path / "placed"
+    for index, where in enumerate(("", "docs", "docs/deep", "заметки", "docs")):
+        (folder / where).mkdir(parents=True, exist_ok=True)
+        (folder / where / f"note-{index}.md").write_text(f"# {run} note {index} in {where or 'the top'}\n")
+    knowledge_id = owui.create_knowledge(inst, f"placed-{run}", "one comparison", private=True)
+    assert run_sync(inst, folder, knowledge_id).code == 0
+    walks: list[str] = []
+    real_walk = tools.folder_documents
+
+    async def counted_walk(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        walks.append(knowledge_id)
+        return await real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(tools, "folder_documents", counted_walk)
+
+    async def placed() -> dict[str, str]:
+        settings = load_settings({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": inst.api_key})
+        async with running_app(settings) as app:
+            raw, _ = await app.client.knowledge_files(knowledge_id, None)
+            documents = [normalize.folder_document(item) for item in raw]
+            return await sync_module._folders_of_documents(app, knowledge_id, documents)
+
+    truth = folders_by_walk(inst, knowledge_id)
+    assert sorted(truth.values()) == ["", "docs", "docs", "docs/deep", "заметки"]
+    assert (anyio.run(placed), walks) == (truth, [])
+
+    # Moved by hand into another folder: not where its metadata says, so the folder lists decide.
+    moved = next(file_id for file_id, path in truth.items() if path == "docs/deep")
+    deeper = next(file_id for file_id, path in truth.items() if path == "заметки")
+    target = folders_by_walk_ids(inst, knowledge_id)["заметки"]
+    with owui.client(inst) as http:
+        answer = http.post(
+            f"/api/v1/knowledge/{knowledge_id}/file/move", json={"file_id": moved, "directory_id": target}
+        )
+        assert answer.status_code == 200, answer.text
+    truth = folders_by_walk(inst, knowledge_id)
+    assert truth[moved] == truth[deeper] == "заметки"
+    assert (anyio.run(placed), walks) == (truth, [knowledge_id])
+
+
+def folders_by_walk_ids(inst: Instance, knowledge_id: str) -> dict[str, str]:
+    """path -> folder id of every folder of the base."""
+    with owui.client(inst) as http:
+        answer = http.post(f"/api/v1/knowledge/{knowledge_id}/sync/diff", json={"manifest": []})
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["directory_map"])
