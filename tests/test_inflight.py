@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -452,37 +452,30 @@ def server_journal() -> tuple[Inflight, str]:
 
 
 async def test_an_upload_is_recorded_while_it_runs_and_dropped_once_attached(upstream: Upstream) -> None:
+    """Written before the upload request leaves, with the file id and when the attach's answer is due before the
+    attach leaves (recovery lets an attach Open WebUI may still be running end first), dropped once attached."""
     journal, owner = server_journal()
-    during: list[Record] = []
+    seen: dict[str, list[Record]] = {"upload": [], "attach": []}
 
-    async def upload_seen(request: httpx.Request) -> httpx.Response:
-        during.extend(await journal._store.records(owner))
-        return upstream._upload(request)
+    def seeing(stage: str, handler: Callable[[httpx.Request], httpx.Response]) -> Any:
+        async def seen_by(request: httpx.Request) -> httpx.Response:
+            seen[stage].extend(await journal._store.records(owner))
+            return handler(request)
 
-    upstream.upload.side_effect = upload_seen
-    ok_of(await call(upstream, "knowledge_add", add_args()))
-    (record,) = during  # written before the upload request left
-    assert (record.knowledge_id, record.file_id) == (KB, None)
-    assert record.filename == form_parts(upstream.upload.calls.last.request)["file"][0]
-    assert await journal._store.records(owner) == []
-    assert API_KEY not in record.to_json()
+        return seen_by
 
-
-async def test_the_attach_is_noted_in_the_journal_before_it_is_sent(upstream: Upstream) -> None:
-    journal, owner = server_journal()
-    during: list[Record] = []
-
-    async def add_seen(request: httpx.Request) -> httpx.Response:
-        during.extend(await journal._store.records(owner))
-        return upstream._add(request)
-
-    upstream.add.side_effect = add_seen
+    upstream.upload.side_effect = seeing("upload", upstream._upload)
+    upstream.add.side_effect = seeing("attach", upstream._add)
     before = time.time()
     ok_of(await call(upstream, "knowledge_add", add_args()))
-    (record,) = during
-    assert record.file_id == FILE
-    assert before + make_settings().timeout <= record.attach_by <= time.time() + make_settings().timeout
+    (at_upload,), (at_attach,) = seen["upload"], seen["attach"]
+    assert (at_upload.knowledge_id, at_upload.file_id, at_upload.attach_by) == (KB, None, 0.0)
+    assert at_upload.filename == form_parts(upstream.upload.calls.last.request)["file"][0]
+    assert (at_attach.id, at_attach.file_id) == (at_upload.id, FILE)
+    timeout = make_settings().timeout
+    assert before + timeout <= at_attach.attach_by <= time.time() + timeout
     assert await journal._store.records(owner) == []
+    assert API_KEY not in at_attach.to_json()
 
 
 async def test_a_file_that_could_not_be_removed_is_removed_by_the_next_write(upstream: Upstream) -> None:
