@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -261,10 +262,26 @@ async def test_a_file_whose_attach_open_webui_may_still_run_is_left_until_the_at
     clock[0] += 60
     second = await recover(inflight, upstream, OWNER)
     assert (upstream.deleted, [r.kept for r in second if not r.processing]) == ([], ["landing"])
-    clock[0] += 61
+    clock[0] += 61  # past the attach's due time, not past the margin for the journal's write before it
+    assert (await recover(inflight, upstream, OWNER))[0].processing
+    clock[0] += inflight_module.UPDATE_SECONDS
     (third,) = await recover(inflight, upstream, OWNER)
     assert (upstream.deleted, third.processing) == (["refused"], False)
     assert await records(inflight) == []
+
+
+async def test_an_attach_from_another_host_is_given_the_clock_slack_too(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    await inflight._store.put(
+        Record("r", OWNER, "kb", "a.md", 5, "0" * 64, clock[0], 0.0, "elsewhere", 1, "1", "f", attach_by=clock[0] + 120)
+    )
+    upstream = FakeUpstream()
+    clock[0] += 120 + inflight_module.UPDATE_SECONDS + 1
+    assert (await recover(inflight, upstream, OWNER))[0].processing  # its clock may be behind this one
+    clock[0] += inflight_module.CLOCK_SLACK_SECONDS
+    assert not (await recover(inflight, upstream, OWNER))[0].processing
+    assert upstream.deleted == ["f"]
 
 
 async def test_an_upload_that_links_itself_still_processing_after_an_hour_is_deleted(tmp_path: Path) -> None:
@@ -429,6 +446,9 @@ def test_a_record_reads_back_and_rejects_garbage() -> None:
     assert Record.from_json(b"not json") is None
     assert Record.from_json("[1]") is None
     assert replace(record, file_id=None).file_id is None
+    # A later version's record (a field this one does not know) is still settled, by what this one knows of it.
+    assert Record.from_json(json.dumps(json.loads(record.to_json()) | {"later_field": 1})) == record
+    assert Record.from_json(json.dumps({"id": "r"})) is None  # too little to settle anything
 
 
 # -- the writes keep the journal -------------------------------------------------------------------------------------
@@ -496,6 +516,17 @@ async def test_a_file_that_could_not_be_removed_is_removed_by_the_next_write(ups
     assert len(deletes) == 2
     assert deletes[1] < uploads[1]  # settled before the second write uploaded anything
     assert await journal._store.records(owner) == []
+
+
+async def test_an_attach_open_webui_answered_is_not_waited_for_by_recovery(upstream: Upstream) -> None:
+    """Refused, and the file could not be removed again: the record stays for recovery, which need not wait for an
+    attach Open WebUI has answered."""
+    journal, owner = server_journal()
+    upstream.add.side_effect = answer(400, json={"detail": "not allowed"})
+    upstream.delete.side_effect = answer(500, text="Internal Server Error")
+    error_of(await call(upstream, "knowledge_add", add_args()))
+    (left,) = await journal.gone(owner)
+    assert (left.file_id, left.attach_by) == (FILE, 0.0)
 
 
 async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) -> None:

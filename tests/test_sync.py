@@ -633,7 +633,8 @@ async def test_a_run_with_nothing_changed_places_the_documents_with_one_comparis
         assert asked == []
     else:
         assert [sorted((e["path"], e["filename"], e["checksum"]) for e in manifest) for manifest in asked] == [
-            [("", "top.md", ""), ("docs", "a.md", ""), ("docs/deep", "b.md", ""), ("other", "c.md", "")]
+            [("", name, "") for name in ("a.md", "b.md", "c.md", "top.md")]
+            + [("docs", "a.md", ""), ("docs/deep", "b.md", ""), ("other", "c.md", "")]
         ]
 
 

@@ -39,7 +39,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -129,7 +129,10 @@ class Record:
     def from_json(cls, text: str | bytes) -> Record | None:
         try:
             data = json.loads(text)
-            return cls(**data) if isinstance(data, dict) else None
+            if not isinstance(data, dict):
+                return None
+            known = {field.name for field in fields(cls)}  # a later version's fields are left to it
+            return cls(**{name: value for name, value in data.items() if name in known})
         except (TypeError, ValueError):
             return None
 
@@ -262,6 +265,11 @@ class Tracked:
             log.warning(
                 "could not note the attach of %s in the journal (%s)", self.record.file_id, type(error).__name__
             )
+
+    def attach_answered(self) -> None:
+        """Open WebUI answered the attach: it runs it no more, so recovery need not wait for it (an unsettled record
+        is saved with this when the write ends)."""
+        self.record = replace(self.record, attach_by=0.0)
 
     def settle(self) -> None:
         """The file is attached, or removed again, or there is none: nothing is left to find."""
@@ -461,7 +469,7 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is None:
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
-            if listed is False and inflight.now() < record.attach_by:
+            if listed is False and inflight.now() < record.attach_by + _attach_margin(record):
                 # Deleting it now could leave the base's vectors of it with no document, and before 0.6.42 its attach
                 # would then rewrite the base's list over whatever was attached since.
                 why = "its attach was sent and Open WebUI may still be running it; looked at later"
@@ -489,6 +497,11 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         return Resolution(record, (), None, f"{failure.code}: {failure.message}")
     await inflight.drop(record)
     return Resolution(record, tuple(deleted), kept)
+
+
+def _attach_margin(record: Record) -> float:
+    """Beyond the attach's due time: the journal write before it was sent, and the clocks of two hosts."""
+    return UPDATE_SECONDS + (0.0 if record.host == _HOST() else CLOCK_SLACK_SECONDS)
 
 
 def _file_id(item: Mapping[str, Any]) -> str | None:

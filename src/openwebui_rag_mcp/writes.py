@@ -659,12 +659,12 @@ async def _process_and_attach(
     async with AsyncExitStack() as held:
         try:
             lease = await held.enter_async_context(app.locks.hold(knowledge_id))
-            lease.check()
+            if tracked is not None:  # recovery then lets an attach Open WebUI may still be running end first
+                await tracked.attaching(app.settings.timeout)
+            lease.check()  # after the journal's write: the lease is checked as late as it can be
         except ToolFailure as failure:  # deleting the file again is safe without the lock: it is in no base
             raise await _discard(app, file_id, failure, "attach") from None
-        if tracked is not None:  # recovery then lets an attach Open WebUI may still be running end first
-            await tracked.attaching(app.settings.timeout)
-        await _attach(app, release, knowledge_id, file_id, upload, content)
+        await _attach(app, release, knowledge_id, file_id, upload, content, tracked)
     await _tell(progress, 4, 4, "done")
     return Uploaded(file_id, status, len(extracted) if extracted is not None else None, processed_after)
 
@@ -795,12 +795,18 @@ async def _unlink(app: App, knowledge_id: str, file_id: str, failure: ToolFailur
     return removed.at("process", outcome="not_applied")
 
 
-async def _attach(app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload, content: str) -> None:
+async def _attach(
+    app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload, content: str, tracked: Tracked | None
+) -> None:
     """Link a processed file to the base, under its write lock: it ends linked (read back before 0.6.42) or removed
     again, or named in the error when even that fails."""
     try:
         await app.client.add_file(knowledge_id, file_id, upload.folder_id)
+        if tracked is not None:
+            tracked.attach_answered()
     except ToolFailure as failure:
+        if tracked is not None and failure.http_status is not None:
+            tracked.attach_answered()
         if failure.code == "duplicate_content":
             failure = await _duplicate(app, knowledge_id, failure, content)
         listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
