@@ -882,9 +882,9 @@ async def _folders_of_documents(
     """file_id -> the path of its folder ("" at the top) of every listed document, on releases whose lists do not
     say (0.9.6 to 0.11). One request where it can: Open WebUI's folder comparison (`sync/diff`), asked about each
     document where its upload metadata places it (this command's uploads carry their path as `source`) and at the
-    top, with no checksum, names the document it holds at each such place, by id. A document
-    it does not place so (moved since, uploaded elsewhere by hand, sharing its place with another) or a comparison
-    refused (it needs write access) sends the run to the folder lists, folder by folder (about 25 ms a folder)."""
+    top, with no checksum, names the document it holds at each such place, by id. A document it does not place so
+    (moved since, uploaded elsewhere by hand, sharing its place with another) or a comparison refused (it needs
+    write access) sends the run to the folder lists, folder by folder (about 25 ms a folder)."""
     if not documents:
         return {}
     manifest = {(where, document.path) for document in documents for where in (_hinted_folder(document), "")}
