@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from openwebui_rag_mcp import inflight as inflight_module
-from openwebui_rag_mcp import normalize, writes
+from openwebui_rag_mcp import normalize, runtime, writes
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.inflight import (
@@ -541,6 +541,27 @@ async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) 
         with anyio.fail_after(30):  # a hang guard
             while upstream.delete.call_count == 0:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
+    assert upstream.delete.calls.last.request.url.path == f"/api/v1/files/{FILE}"
+    assert await journal._store.records(owner) == []
+
+
+async def test_the_start_looks_again_at_an_attach_open_webui_may_still_run(
+    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left at first (Open WebUI may still run the dead writer's attach), removed by the start's own second look once
+    the attach's answer was due: no later write is needed to clean it up."""
+    monkeypatch.setattr(inflight_module, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(runtime, "RECHECK_SECONDS", (0.05,))
+    journal, owner = server_journal()
+    now = time.time()
+    host, pid = inflight_module._HOST(), os.getpid()
+    dead = Record("r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, host, pid, "x", FILE, attach_by=now + 1)
+    await journal._store.put(dead)
+    async with connect(upstream):
+        with anyio.fail_after(30):  # a hang guard
+            while upstream.delete.call_count == 0:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert time.time() >= now + 1  # not while the attach could still be running
     assert upstream.delete.calls.last.request.url.path == f"/api/v1/files/{FILE}"
     assert await journal._store.records(owner) == []
 

@@ -222,16 +222,17 @@ class App:
             resolutions = await recover(
                 self.inflight, ClientUpstream(self.client), self.uploads_owner(), self.locks.hold
             )
-        for resolution in resolutions:
-            log.warning("uploads in flight: %s", resolution)
+        for resolution in resolutions:  # one Open WebUI is still working on is looked at again: no warning each time
+            log.log(logging.INFO if resolution.processing else logging.WARNING, "uploads in flight: %s", resolution)
         return resolutions
 
-    async def recover_uploads_quietly(self) -> None:
-        """`recover_uploads` where its own failure must stop nothing (before a write, at start)."""
+    async def recover_uploads_quietly(self) -> list[Resolution]:
+        """`recover_uploads` where its own failure must stop nothing (before a write, at start): then nothing."""
         try:
-            await self.recover_uploads()
+            return await self.recover_uploads()
         except Exception as error:
             log.warning("could not settle the uploads in flight of a dead writer (%s)", type(error).__name__)
+            return []
 
     async def remember_created(self, knowledge_id: str) -> None:
         await self.created.add(self.caller(), knowledge_id)
