@@ -805,7 +805,8 @@ async def _attach(
         if tracked is not None:
             tracked.attach_answered()
     except ToolFailure as failure:
-        if tracked is not None and failure.http_status is not None:
+        # A gateway's 502, 503 or 504 is not Open WebUI's answer: behind it the attach may still be running.
+        if tracked is not None and failure.http_status is not None and failure.http_status not in (502, 503, 504):
             tracked.attach_answered()
         if failure.code == "duplicate_content":
             failure = await _duplicate(app, knowledge_id, failure, content)
