@@ -1,17 +1,22 @@
-"""The test command: the unit suite once, the wheel test, then the live suite against every supported Open WebUI
+"""The test command: the unit suite once, the wheel test, and the live suite against every supported Open WebUI
 release.
 
     python -m devtools.check                 # everything (what .ci/run runs)
     python -m devtools.check --releases 0.12.4
     python -m devtools.check --unit-only     # the unit suite and the wheel test
+    python -m devtools.check --jobs 1        # one step at a time, its output as it comes
 
 The unit suite runs with no package index (`PIP_NO_INDEX=1`) and with `HTTP_PROXY`/`HTTPS_PROXY` pointing at a
 closed port (and `NO_PROXY` unset), so a test that reaches the network without saying so fails. The wheel test
 (marker `wheel`) needs pip and a package index, so it runs as its own step in the ordinary environment.
 
-Releases missing from the cache are installed in the background, in parallel, while the unit suite runs. Prints,
-per step, how many tests ran and passed, and fails when any test failed or was skipped, when a step ran no test at
-all (a live tier that did not run is a failure, never a pass), or when a step or an install ran out of time.
+Steps run `--jobs` at a time (default 2): a live release keeps about one core busy (its Open WebUI and the test
+process take turns), so two side by side use a 2-core machine where one left a core idle. Each release has its own
+Open WebUI, ports, data and pytest temporary directory; with more than one job a step's output goes to its own log,
+printed whole when the step ends. Releases missing from the cache are installed in the background, in parallel, from
+the start. Prints, per step, how many tests ran and passed, and fails when any test failed or was skipped, when a step
+ran no test at all (a live tier that did not run is a failure, never a pass), or when a step or an install ran out of
+time.
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from devtools import openwebui_local
 
@@ -35,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Generous: each is several times what the step takes on a slow machine. A step that runs out is stopped and fails.
 UNIT_TIMEOUT = 20 * 60
 WHEEL_TIMEOUT = 20 * 60
-LIVE_TIMEOUT = 30 * 60  # per release
+LIVE_TIMEOUT = 40 * 60  # per release (two releases side by side each take longer than one alone)
 INSTALL_TIMEOUT = 60 * 60  # per release, from the start of the run; installs run in parallel
 STOP_GRACE = 60  # seconds between asking a timed-out step to stop (SIGINT, so fixtures tear down) and killing it
 
@@ -92,9 +100,23 @@ def _tally(name: str, junit: Path, seconds: float, problem: str = "") -> Tally:
     return Tally(name, tests, failures, skipped, seconds, problem)
 
 
-def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _start(cmd: list[str], env: dict[str, str], output: TextIO | None = None) -> subprocess.Popen[bytes]:
     # A session of its own, so that a timeout stops the command and everything it started, and nothing else.
-    return subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=output, stderr=output)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    return proc
+
+
+# Every command started and not yet waited for: a Ctrl-C in the main thread stops them all, whichever thread waits.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+_PRINT_LOCK = threading.Lock()  # a finished step's log is printed whole, never interleaved with another's
+
+
+def _say(text: str) -> None:
+    with _PRINT_LOCK:
+        print(text, flush=True)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -112,6 +134,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def _stop_all() -> None:
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        if proc.poll() is None:
+            _stop(proc)
+
+
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
     """The command's exit code, or None if it ran out of `timeout` seconds (it is stopped then)."""
     try:
@@ -122,6 +152,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
     except BaseException:  # Ctrl-C: the command has its own session, so it did not get the signal
         _stop(proc)
         raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
 
 
 def _environment(extra: dict[str, str], unset: tuple[str, ...] = ()) -> dict[str, str]:
@@ -133,18 +166,76 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def _pytest(name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str]) -> Tally:
+def _pytest(
+    name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str], *, quiet: bool = False
+) -> Tally:
+    """Run one pytest step. `quiet`: its output goes to a log in `workdir`, printed whole when the step ends (so
+    that steps running side by side do not interleave their lines)."""
     junit = workdir / f"{name}.xml"
-    print(f"\n=== {name}: pytest {' '.join(args)}", flush=True)
+    # each step its own temporary directory: pytest's shared numbered ones are not meant for sessions side by side
+    command = [sys.executable, "-m", "pytest", *args, f"--junitxml={junit}", f"--basetemp={workdir / name}"]
+    _say(f"\n=== {name}: pytest {' '.join(args)}" + (" (its output follows when it ends)" if quiet else ""))
     started = time.monotonic()
-    proc = _start([sys.executable, "-m", "pytest", *args, f"--junitxml={junit}"], env)
-    code = _wait(proc, timeout)
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "w", encoding="utf-8") if quiet else contextlib.nullcontext() as log:
+        code = _wait(_start(command, env, log), timeout)
     seconds = time.monotonic() - started
     problem = ""
     if code is None:
         problem = f"TIMED OUT after {_duration(timeout)}"
-        print(f"\n=== {name}: stopped, it ran longer than {_duration(timeout)}", flush=True)
+    with _PRINT_LOCK:
+        if quiet:
+            print(f"\n=== {name}: its output ({_duration(seconds)})", flush=True)
+            print(log_path.read_text(encoding="utf-8", errors="replace"), end="", flush=True)
+        if problem:
+            print(f"\n=== {name}: stopped, it ran longer than {_duration(timeout)}", flush=True)
     return _tally(name, junit, seconds, problem)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    args: list[str]
+    timeout: float
+    env: dict[str, str]
+    prepare: Callable[[], str] = lambda: ""  # waits for what the step needs; a problem that stops it, or ""
+
+
+def _run_steps(steps: list[Step], workdir: Path, jobs: int) -> list[Tally]:
+    """Run the steps, `jobs` at a time, in their order; the tallies come back in the same order."""
+    tallies: dict[int, Tally] = {}
+    todo = list(enumerate(steps))
+    todo_lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with todo_lock:
+                if not todo:
+                    return
+                index, step = todo.pop(0)
+            try:
+                problem = step.prepare()
+                if problem:
+                    tallies[index] = Tally(step.name, 0, 0, 0, 0.0, problem)
+                    continue
+                tallies[index] = _pytest(step.name, step.args, workdir, step.timeout, step.env, quiet=jobs > 1)
+            except Exception as exc:  # the harness's own failure fails the step, never the table's other rows
+                tallies[index] = Tally(step.name, 0, 0, 0, 0.0, f"HARNESS ERROR: {type(exc).__name__}: {exc}")
+
+    if jobs <= 1:
+        lane()
+    else:
+        lanes = [threading.Thread(target=lane, name=f"lane-{n}", daemon=True) for n in range(jobs)]
+        for thread in lanes:
+            thread.start()
+        try:
+            for thread in lanes:
+                thread.join()
+        except BaseException:  # Ctrl-C: the steps have sessions of their own and did not get it
+            _stop_all()
+            raise
+    # a step without a tally (its lane died) is a failure, never a row left out of the table
+    return [tallies.get(index, Tally(step.name, 0, 0, 0, 0.0, "DID NOT RUN")) for index, step in enumerate(steps)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated Open WebUI releases for the live suite (default: all supported)",
     )
     parser.add_argument("--unit-only", action="store_true", help="skip the live suite")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("OPENWEBUI_CHECK_JOBS", "2")),
+        help="steps side by side (default 2; 1 runs them one after another with their output as it comes)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (e.g. -x)")
     args = parser.parse_args(argv)
     releases = [] if args.unit_only else [r.strip() for r in args.releases.split(",") if r.strip()]
@@ -167,36 +264,45 @@ def main(argv: list[str] | None = None) -> int:
         for version in releases
         if not openwebui_local.is_installed(version)
     }
+
+    def installed(version: str) -> Callable[[], str]:
+        def wait() -> str:
+            installer = installers.get(version)
+            if installer is None:
+                return ""
+            code = _wait(installer, INSTALL_TIMEOUT - (time.monotonic() - started))
+            if code is None:
+                _say(f"installing Open WebUI {version} took longer than {_duration(INSTALL_TIMEOUT)}; stopped it")
+                return "INSTALL TIMED OUT"
+            if code != 0:
+                _say(f"installing Open WebUI {version} failed; the live suite will report it")
+            return ""
+
+        return wait
+
+    offline = _environment(OFFLINE, OFFLINE_UNSET)
+    steps = [Step("unit", ["-m", "not live and not wheel", *args.pytest_args], UNIT_TIMEOUT, offline)]
+    # the newest first: with two lanes the long releases start early and the short ones fill in behind them
+    for version in sorted(releases, key=openwebui_local.version_parts, reverse=True):
+        env = _environment({"OPENWEBUI_LIVE_VERSION": version})
+        # the slowest tests named in the log: where a tier's time goes, for whoever trims it next
+        live_args = ["tests/live", "--durations=8", *args.pytest_args]
+        steps.append(Step(f"live-{version}", live_args, LIVE_TIMEOUT, env, installed(version)))
+    # the wheel test needs pip and a package index: the ordinary environment
+    wheel_args = ["-m", "wheel", "tests/test_wheel.py", *args.pytest_args]
+    steps.append(Step("wheel", wheel_args, WHEEL_TIMEOUT, _environment({})))
     tallies: list[Tally] = []
     try:
         with tempfile.TemporaryDirectory(prefix="owui-check-") as tmp:
-            workdir = Path(tmp)
-            offline = _environment(OFFLINE, OFFLINE_UNSET)
-            unit_args = ["-m", "not live and not wheel", *args.pytest_args]
-            tallies.append(_pytest("unit", unit_args, workdir, UNIT_TIMEOUT, offline))
-            wheel_args = ["-m", "wheel", "tests/test_wheel.py", *args.pytest_args]
-            tallies.append(_pytest("wheel", wheel_args, workdir, WHEEL_TIMEOUT, _environment({})))
-            for version in releases:
-                installer = installers.get(version)
-                if installer is not None:
-                    code = _wait(installer, INSTALL_TIMEOUT - (time.monotonic() - started))
-                    if code is None:
-                        limit = _duration(INSTALL_TIMEOUT)
-                        print(f"installing Open WebUI {version} took longer than {limit}; stopped it", flush=True)
-                        tallies.append(Tally(f"live-{version}", 0, 0, 0, 0.0, "INSTALL TIMED OUT"))
-                        continue
-                    if code != 0:
-                        print(f"installing Open WebUI {version} failed; the live suite will report it", flush=True)
-                env = _environment({"OPENWEBUI_LIVE_VERSION": version})
-                # the slowest tests named in the log: where a tier's time goes, for whoever trims it next
-                live_args = ["tests/live", "--durations=8", *args.pytest_args]
-                tallies.append(_pytest(f"live-{version}", live_args, workdir, LIVE_TIMEOUT, env))
+            tallies = _run_steps(steps, Path(tmp), max(args.jobs, 1))
     finally:
         for installer in installers.values():
             if installer.poll() is None:
                 _stop(installer)
 
-    print("\nsuite            tests  passed  failed  skipped  seconds")
+    print(
+        f"\nsuite            tests  passed  failed  skipped  seconds   (in all {_duration(time.monotonic() - started)})"
+    )
     for t in tallies:
         counts = f"{t.tests:>5}  {t.passed:>6}  {t.failures:>6}  {t.skipped:>7}  {t.seconds:>7.0f}"
         print(f"{t.name:<16} {counts}  {t.verdict}")

@@ -27,7 +27,9 @@ class Recorder:
         self.steps: list[tuple[str, list[str], float, dict[str, str]]] = []
         self.tests = tests
 
-    def __call__(self, name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str]) -> check.Tally:
+    def __call__(
+        self, name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str], *, quiet: bool = False
+    ) -> check.Tally:
         self.steps.append((name, args, timeout, env))
         return check.Tally(name, self.tests, 0, 0, 0.1)
 
@@ -40,7 +42,7 @@ def test_unit_suite_runs_offline_and_the_wheel_test_on_its_own(monkeypatch: pyte
     recorder = Recorder()
     monkeypatch.setattr(check, "_pytest", recorder)
 
-    assert check.main(["--unit-only", "--", "-x"]) == 0
+    assert check.main(["--unit-only", "--jobs", "1", "--", "-x"]) == 0
 
     (unit, unit_args, unit_timeout, unit_env), (wheel, wheel_args, wheel_timeout, wheel_env) = recorder.steps
     assert (unit, wheel) == ("unit", "wheel")
@@ -62,12 +64,12 @@ def test_live_releases_each_get_a_step_with_a_timeout(monkeypatch: pytest.Monkey
     monkeypatch.setattr(check, "_pytest", recorder)
     monkeypatch.setattr(openwebui_local, "is_installed", lambda version: True)
 
-    assert check.main(["--releases", "0.6.5,0.12.4"]) == 0
+    assert check.main(["--releases", "0.6.5,0.12.4", "--jobs", "1"]) == 0
 
     live = [(name, args, timeout, env) for name, args, timeout, env in recorder.steps if name.startswith("live-")]
     assert [(name, args[0], env["OPENWEBUI_LIVE_VERSION"]) for name, args, _, env in live] == [
-        ("live-0.6.5", "tests/live", "0.6.5"),
         ("live-0.12.4", "tests/live", "0.12.4"),
+        ("live-0.6.5", "tests/live", "0.6.5"),
     ]
     assert all(0 < timeout <= 2 * 3600 for _, _, timeout, _ in live)
 
@@ -108,3 +110,74 @@ def test_timed_out_verdict_wins_over_counts() -> None:
     assert check.Tally("unit", 40, 0, 0, 1.0).verdict == "ok"
     assert check.Tally("unit", 40, 1, 0, 1.0).verdict == "FAILED"
     assert check.Tally("unit", 40, 0, 1, 1.0).verdict == "FAILED"
+
+
+MEETS_THE_OTHER = """
+import pathlib
+import time
+
+
+def test_{me}_runs_while_{other}_runs():
+    here = pathlib.Path({folder!r})
+    (here / "{me}.started").touch()
+    print("{me} line one")
+    deadline = time.monotonic() + 120
+    while not (here / "{other}.started").exists():
+        assert time.monotonic() < deadline, "{other} never ran at the same time"
+        time.sleep(0.05)
+    print("{me} line two")
+"""
+
+
+def _meeting_steps(tmp_path: Path) -> list[check.Step]:
+    steps = []
+    for me, other in (("alpha", "beta"), ("beta", "alpha")):
+        path = tmp_path / f"test_{me}.py"
+        path.write_text(MEETS_THE_OTHER.format(me=me, other=other, folder=str(tmp_path)), encoding="utf-8")
+        args = ["-p", "no:cacheprovider", "-q", "-s", f"--rootdir={tmp_path}", str(path)]
+        steps.append(check.Step(me, args, 300, dict(os.environ)))
+    return steps
+
+
+def test_two_jobs_run_steps_side_by_side_and_print_each_log_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+
+    tallies = check._run_steps(_meeting_steps(tmp_path), workdir, jobs=2)
+
+    assert [(t.name, t.tests, t.verdict) for t in tallies] == [("alpha", 1, "ok"), ("beta", 1, "ok")]
+    out = capsys.readouterr().out
+    for me, other in (("alpha", "beta"), ("beta", "alpha")):
+        # the step's own lines together, under its heading, none of the other's among them
+        section = out.split(f"=== {me}: its output")[1].split("\n=== ")[0]
+        assert f"{me} line one" in section
+        assert f"{me} line two" in section
+        assert f"{other} line" not in section
+
+
+def test_one_job_runs_steps_one_after_another(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    alpha, beta = _meeting_steps(tmp_path)
+    waits_alone = check.Step(alpha.name, alpha.args, 5, alpha.env)  # alpha waits for beta, which has not started
+
+    tallies = check._run_steps([waits_alone, beta], workdir, jobs=1)
+
+    assert [t.name for t in tallies] == ["alpha", "beta"]
+    assert tallies[0].verdict == "TIMED OUT after 5 s"
+    assert tallies[1].verdict == "ok"  # alpha's marker was left behind, so beta met it
+
+
+def test_a_step_whose_preparation_fails_fails_the_run(tmp_path: Path) -> None:
+    def broken() -> str:
+        raise RuntimeError("no such release")
+
+    steps = [check.Step("live-9.9.9", ["tests/live"], 60, {}, broken), check.Step("ok", ["x"], 60, {}, lambda: "NOPE")]
+
+    tallies = check._run_steps(steps, tmp_path, jobs=2)
+
+    assert [(t.name, t.ok) for t in tallies] == [("live-9.9.9", False), ("ok", False)]
+    assert tallies[0].verdict == "HARNESS ERROR: RuntimeError: no such release"
+    assert tallies[1].verdict == "NOPE"
