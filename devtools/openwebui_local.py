@@ -194,6 +194,14 @@ class Instance:
     secret_key: str = field(default="", repr=False)  # for restart(); not kept in the state file
 
 
+PORT_ATTEMPTS = 3
+
+
+def _port_was_taken(log_path: Path) -> bool:
+    """Whether Open WebUI's log says its port was in use (uvicorn: "[Errno 98] ... address already in use")."""
+    return "address already in use" in tail(log_path).lower()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -399,19 +407,34 @@ def start(
     log_path = workdir / "openwebui.log"
 
     embed_proc, embed_port, embed_log = _start_embedding_server(workdir)
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
     secret_key = secrets.token_hex(32)
     env = openwebui_env(data_dir, static_dir, embed_port, secret_key) | dict(extra_env or {})
     if hybrid:
         env |= hybrid_env(version, embed_port)
+    # A port found free may be taken before Open WebUI binds it (it binds some 20 s after it starts, while other
+    # instances and their clients take ports): a port chosen here is chosen again then; a port given is not.
+    attempts = 1 if port else PORT_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        chosen = port or free_port()
+        url = f"http://127.0.0.1:{chosen}"
+        try:
+            proc = _spawn_openwebui(executable, chosen, workdir, env, log_path)
+        except OSError:
+            _terminate([embed_proc.pid], [embed_proc])
+            raise
+        try:
+            reported = _wait_until_ready(url, proc, log_path, timeout)
+        except RuntimeError:
+            if attempt < attempts and proc.poll() is not None and _port_was_taken(log_path):
+                _log(f"port {chosen} was taken before Open WebUI {version} could bind it; trying another")
+                continue
+            _terminate([proc.pid, embed_proc.pid], [proc, embed_proc])
+            raise
+        except BaseException:
+            _terminate([proc.pid, embed_proc.pid], [proc, embed_proc])
+            raise
+        break
     try:
-        proc = _spawn_openwebui(executable, port, workdir, env, log_path)
-    except OSError:
-        _terminate([embed_proc.pid], [embed_proc])
-        raise
-    try:
-        reported = _wait_until_ready(url, proc, log_path, timeout)
         if reported != version:
             raise RuntimeError(f"{executable} reports version {reported!r}, expected {version!r}")
         password = f"Lt-{secrets.token_urlsafe(12)}-9a"
