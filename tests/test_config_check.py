@@ -22,6 +22,12 @@ def test_hangs_and_ignores_sigint():
 """
 
 
+@pytest.fixture(autouse=True)
+def own_durations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check.main` keeps the steps' times for the next run's order: here, not in the real cache."""
+    monkeypatch.setattr(check, "_durations_file", lambda: tmp_path / "check-durations.json")
+
+
 class Recorder:
     def __init__(self, tests: int = 3) -> None:
         self.steps: list[tuple[str, list[str], float, dict[str, str]]] = []
@@ -181,3 +187,26 @@ def test_a_step_whose_preparation_fails_fails_the_run(tmp_path: Path) -> None:
     assert [(t.name, t.ok) for t in tallies] == [("live-9.9.9", False), ("ok", False)]
     assert tallies[0].verdict == "HARNESS ERROR: RuntimeError: no such release"
     assert tallies[1].verdict == "NOPE"
+
+
+def test_with_two_jobs_the_longest_steps_start_first_by_their_last_times(tmp_path: Path) -> None:
+    steps = [check.Step(name, [], 60, {}) for name in ("unit", "live-0.12.4", "live-0.6.5", "live-9.9.9", "wheel")]
+    kept = {"unit": 280.0, "live-0.12.4": 1000.0, "live-0.6.5": 1100.0, "wheel": 15.0}
+
+    ordered = check.longest_first(steps, kept)
+
+    # a release never timed takes the guess for a live step (900 s): after the two known longer ones
+    assert [step.name for step in ordered] == ["live-0.6.5", "live-0.12.4", "live-9.9.9", "unit", "wheel"]
+    # with no time kept on this machine, the development machine's times give the order
+    fresh = check.longest_first(steps, {})
+    assert [step.name for step in fresh] == ["live-0.12.4", "live-0.6.5", "live-9.9.9", "unit", "wheel"]
+
+
+def test_the_times_of_passing_steps_are_kept_for_the_next_run(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "check-durations.json"
+    check._keep_durations(path, [check.Tally("unit", 10, 0, 0, 250.04), check.Tally("live-0.6.5", 10, 1, 0, 99.0)])
+    check._keep_durations(path, [check.Tally("live-0.6.5", 10, 0, 0, 1200.0)])
+
+    assert check._kept_durations(path) == {"unit": 250.0, "live-0.6.5": 1200.0}  # a failed run's time is not kept
+    path.write_text("not json", encoding="utf-8")
+    assert check._kept_durations(path) == {}
