@@ -231,15 +231,29 @@ async def test_a_refusal_inside_processing_says_the_file_may_be_marked_failed(up
     assert [r for r in upstream.requests() if r.startswith("DELETE")] == []
 
 
-async def test_an_attach_without_answer_says_whether_the_base_holds_it(upstream: Upstream) -> None:
+async def test_an_attach_without_answer_that_open_webui_ran_is_added(upstream: Upstream) -> None:
+    """No answer came, but Open WebUI ran the attach: the base lists the file, so it was added (looked for under the
+    base's lock, which is not given back while the attach may still run)."""
+
     def lost(request: httpx.Request) -> httpx.Response:
         upstream.members.append(full_file(CHAT_FILE, CHAT_TEXT, "minutes.pdf"))
         raise httpx.ReadTimeout("no answer", request=request)
 
     upstream.add.side_effect = lost
-    failure = await refused(upstream, existing())
-    assert (failure.stage, failure.outcome) == ("attach", "partial_or_unknown")
-    assert "lists the file" in failure.message
+    added = await add(upstream, existing())
+    assert added.file_id == CHAT_FILE
+    assert upstream.add.call_count == 1
+    assert [r for r in upstream.requests() if r.startswith("DELETE")] == []
+
+
+async def test_an_attach_without_answer_that_never_shows_says_so_and_keeps_the_file(upstream: Upstream) -> None:
+    """Looked for until OPENWEBUI_PROCESS_TIMEOUT, never listed: the error says the base does not list it; the file
+    is not the server's to delete."""
+    upstream.add.side_effect = httpx.ReadTimeout("no answer")
+    failure = await refused(upstream, existing(), OPENWEBUI_PROCESS_TIMEOUT="1")
+    assert (failure.code, failure.stage, failure.outcome) == ("timeout", "attach", "partial_or_unknown")
+    assert "does not list the file" in failure.message
+    assert len([r for r in upstream.requests() if r == f"GET /api/v1/files/{CHAT_FILE}"]) > 1  # looked again
     assert [r for r in upstream.requests() if r.startswith("DELETE")] == []
 
 

@@ -394,7 +394,8 @@ async def test_every_stage_fails_in_every_way(upstream: Upstream, stage: str, ki
         upstream.hold(FILE, TEXT)
     case.failing(upstream).side_effect = failure.effect
 
-    error = error_of(await call(upstream, case.tool, case.args))
+    # an attach without an answer is looked at until OPENWEBUI_PROCESS_TIMEOUT: here the base never lists the file
+    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_PROCESS_TIMEOUT="1"))
 
     certain = (failure.certain and not case.applied) or case.cleaned_up
     expected_outcome = "not_applied" if certain else "partial_or_unknown"
@@ -430,7 +431,9 @@ async def test_a_hanging_write_times_out_once(upstream: Upstream, stage: str) ->
 
     route = upstream.upload if stage == "upload" else upstream.add
     route.side_effect = hang
-    error = error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
+    error = error_of(
+        await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1", OPENWEBUI_PROCESS_TIMEOUT="1")
+    )
     # A hung attach is checked: the base does not list the file, so it is removed again and nothing was applied.
     assert (error.code, error.stage, error.outcome) == (
         "timeout",
@@ -458,7 +461,7 @@ async def test_writes_are_not_retried_even_when_told_to(upstream: Upstream, stag
     retry_later = answer(status, json={"detail": "Too many requests"}, headers={"Retry-After": "0"})
     case.failing(upstream).side_effect = retry_later
 
-    error = error_of(await call(upstream, case.tool, case.args))
+    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_PROCESS_TIMEOUT="1"))
 
     assert error.code == ("rate_limited" if status == 429 else "upstream_unavailable")
     assert (error.stage, error.file_id, error.http_status) == (stage, case.file_id, status)

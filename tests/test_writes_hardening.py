@@ -1,6 +1,7 @@
 """Issue 10's write defects, each pinned by a test that failed before its fix: long non-Latin titles (2), a cancelled
-or failed write leaves no orphan and says what it did (3), `retryable` only when repeating is safe (9); and issue 16's:
-a cancel during the upload strands no file (10), an update of a base shared read-only is forbidden (14)."""
+or failed write leaves no orphan and says what it did (3), `retryable` only when repeating is safe (9); issue 16's:
+a cancel during the upload strands no file (10), an update of a base shared read-only is forbidden (14); and issue
+18's: an attach Open WebUI goes on with after its answer was due is waited for, not undone under it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.conftest import new_router
 from tests.test_writes import (
     FILE,
     KB,
+    REMOVED_AGAIN,
     TEXT,
     UPDATE_ARGS,
     Upstream,
@@ -24,6 +26,7 @@ from tests.test_writes import (
     connect,
     error_of,
     form_parts,
+    full_file,
     ok_of,
     upload_metadata,
 )
@@ -240,3 +243,98 @@ async def test_an_update_of_a_base_shared_read_only_is_forbidden() -> None:
     assert "read" in error.message
     assert upstream.content.call_count == 0
     assert upstream.reindex.call_count == 0
+
+
+# -- issue 18: an attach that outlives its answer -------------------------------------------------------------------
+
+
+def attach_without_answer(upstream: Upstream, reads_until_done: int | None, **record: object) -> list[str]:
+    """The attach's answer never comes (a timeout); Open WebUI lists the file once the file has been read
+    `reads_until_done` times since (None: never), and the file reads as `record` says (its status, its mark).
+    Returns the requests' order as they come."""
+    order: list[str] = []
+    reads = 0
+
+    def timed_out(request: httpx.Request) -> httpx.Response:
+        order.append("attach")
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    def read(request: httpx.Request) -> httpx.Response:
+        nonlocal reads
+        if "attach" in order:
+            reads += 1
+            order.append("read")
+            if reads == reads_until_done:
+                upstream.hold(FILE, TEXT)  # Open WebUI's attach ends, well after its answer was due
+        body = full_file(FILE, TEXT, "upload.md")
+        body["data"]["status"] = record.get("status", "completed")
+        body["meta"]["collection_name"] = record.get("collection", f"file-{FILE}")
+        return httpx.Response(200, json=body)
+
+    def deleted(request: httpx.Request) -> httpx.Response:
+        order.append("delete")
+        return httpx.Response(200, json=True)
+
+    upstream.add.side_effect = timed_out
+    upstream.file.side_effect = read
+    upstream.delete.side_effect = deleted
+    return order
+
+
+@pytest.mark.parametrize("release", ["0.12.4", "0.6.5"])
+async def test_an_attach_open_webui_finishes_after_its_answer_was_due_is_kept(release: str) -> None:
+    """Deleting the file at the timeout would leave a document without a file (and before 0.6.42 the late attach
+    would rewrite the base's list over later writes): the write looks until the base lists it, and says "added"."""
+    upstream = Upstream(new_router(), release=release)
+    order = attach_without_answer(upstream, reads_until_done=3)
+
+    added = ok_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
+
+    assert added["file_id"] == FILE
+    assert order == ["attach", "read", "read", "read"]  # no delete, and no second attach
+    assert FILE in {member["id"] for member in upstream.members}
+
+
+async def test_an_attach_marked_written_but_never_listed_is_removed_before_the_process_timeout(
+    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open WebUI marked the file written to the base (its attach ran) yet the base does not list it: the attach
+    failed after indexing, so the file is removed then, not after OPENWEBUI_PROCESS_TIMEOUT (300 s here)."""
+    monkeypatch.setattr(writes, "_LINK_WAIT_SECONDS", 0.05)
+    order = attach_without_answer(upstream, None, collection=KB)
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.code, error.stage, error.outcome, error.file_id) == ("timeout", "attach", "not_applied", None)
+    assert REMOVED_AGAIN.search(error.message), error.message
+    assert (order[0], order[-1], set(order[1:-1])) == ("attach", "delete", {"read"})
+    assert FILE not in {member["id"] for member in upstream.members}
+
+
+async def test_an_attach_marked_failed_is_removed_at_once(upstream: Upstream) -> None:
+    order = attach_without_answer(upstream, None, status="failed")
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.stage, error.outcome) == ("attach", "not_applied")
+    assert order == ["attach", "read", "delete"]
+
+
+async def test_an_attach_that_never_shows_is_removed_after_the_process_timeout(upstream: Upstream) -> None:
+    order = attach_without_answer(upstream, None)
+
+    error = error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_PROCESS_TIMEOUT="1"))
+
+    assert (error.code, error.stage, error.outcome) == ("timeout", "attach", "not_applied")
+    assert (order[0], order[-1], set(order[1:-1])) == ("attach", "delete", {"read"})
+
+
+async def test_an_attach_refused_in_so_many_words_is_not_waited_for(upstream: Upstream) -> None:
+    """A 500 is Open WebUI's own answer: it runs the attach no more, so the base is read once and the file removed."""
+    order = attach_without_answer(upstream, None)
+    upstream.add.side_effect = answer(500, text="Internal Server Error")
+
+    error = error_of(await call(upstream, "knowledge_add", add_args()))
+
+    assert (error.stage, error.outcome) == ("attach", "not_applied")
+    assert order == ["delete"]

@@ -84,6 +84,17 @@ def invalid_argument(message: str) -> ToolFailure:
     return ToolFailure("invalid_argument", message, request_sent=False)
 
 
+# What a gateway in front of Open WebUI answers when Open WebUI did not (in time): behind it the request may still run.
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+
+
+def unanswered(failure: ToolFailure) -> bool:
+    """Whether the request left and Open WebUI's own answer never came: a timeout, a broken connection, a gateway's
+    502, 503 or 504. Open WebUI may then still be running it (it goes on with a request whose caller went away)."""
+    gone = failure.code in ("timeout", "upstream_unavailable")
+    return failure.request_sent and gone and (failure.http_status is None or failure.http_status in GATEWAY_STATUSES)
+
+
 def write_outcome(failure: ToolFailure) -> Outcome:
     """Whether a failed write request may have changed anything in Open WebUI.
 

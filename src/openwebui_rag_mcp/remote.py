@@ -16,7 +16,7 @@ from typing import Any
 
 from openwebui_rag_mcp import normalize, writes
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
-from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, unanswered, write_outcome
 from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.models import FileAdded
 from openwebui_rag_mcp.writes import (
@@ -30,6 +30,7 @@ from openwebui_rag_mcp.writes import (
     _failed,
     _holder_of,
     _listed,
+    _outlived_attach,
     _release,
     _still_held,
     _tell,
@@ -222,7 +223,9 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
         try:
             await app.client.add_file(knowledge_id, file_id)
         except ToolFailure as failure:
-            raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
+            # Unanswered, the attach may still run: the lock is kept until the base lists the file or it cannot
+            if not unanswered(failure) or not await _outlived_attach(app, knowledge_id, file_id):
+                raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
         if not release.attach_is_atomic:
             listed = await _listed(app, knowledge_id, file_id)
             if not listed:

@@ -24,7 +24,7 @@ from anyio.lowlevel import checkpoint
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
-from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, write_outcome
+from openwebui_rag_mcp.errors import ErrorCode, Stage, ToolFailure, invalid_argument, unanswered, write_outcome
 from openwebui_rag_mcp.inflight import Tracked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
@@ -805,12 +805,28 @@ async def _attach(
         if tracked is not None:
             tracked.attach_answered()
     except ToolFailure as failure:
-        # A gateway's 502, 503 or 504 is not Open WebUI's answer: behind it the attach may still be running.
-        if tracked is not None and failure.http_status is not None and failure.http_status not in (502, 503, 504):
+        still_running = unanswered(failure)  # Open WebUI may still be running the attach
+        if tracked is not None and not still_running:
             tracked.attach_answered()
         if failure.code == "duplicate_content":
             failure = await _duplicate(app, knowledge_id, failure, content)
-        listed = False if write_outcome(failure) == "not_applied" else await _listed(app, knowledge_id, file_id)
+        if write_outcome(failure) == "not_applied":
+            listed: bool | None = False
+        elif still_running:
+            listed = await _outlived_attach(app, knowledge_id, file_id)
+        else:
+            listed = await _listed(app, knowledge_id, file_id)
+        if listed and still_running:  # it ended well after all, later than its answer was due
+            log.warning(
+                "knowledge_add: Open WebUI did not answer the attach of %s (%s), but the base lists it since",
+                file_id,
+                failure.code,
+            )
+            if tracked is not None:
+                tracked.attach_answered()
+            if not release.attach_is_atomic:
+                await _confirm_attached(app, knowledge_id, file_id)
+            return
         if listed is False:
             raise await _discard(app, file_id, failure, "attach") from None
         failed = _failed(failure, "attach", file_id, after_upload=True)
@@ -825,6 +841,38 @@ async def _attach(
         ) from None
     if not release.attach_is_atomic:
         await _confirm_attached(app, knowledge_id, file_id)
+
+
+async def _outlived_attach(app: App, knowledge_id: str, file_id: str) -> bool | None:
+    """After an attach whose answer never came (`errors.unanswered`): whether the base lists the file once Open WebUI
+    is done with it, or None when that cannot be read. Open WebUI goes on with an attach its caller gave up on; to
+    delete the file at once could leave the base listing a document without a file, and before 0.6.42 the attach
+    would then rewrite the base's whole list over whatever another writer attached meanwhile. So, still under the
+    base's lock, look until the base lists it (True), or Open WebUI marked the attach failed, or marked the file
+    written to the base (`meta.collection_name`) and the base still does not list it after _LINK_WAIT_SECONDS, or
+    OPENWEBUI_PROCESS_TIMEOUT passed (False: the caller removes the file)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + app.settings.process_timeout
+    marked_since: float | None = None
+    delay = _POLL_FIRST_DELAY
+    while True:
+        listed = await _listed(app, knowledge_id, file_id)
+        if listed is not False:
+            return listed
+        try:
+            record = normalize.file_record(await app.client.file(file_id))
+        except ToolFailure:
+            return None  # neither the list nor the file can be read now: nothing is removed, the error says so
+        if record.status == "failed":
+            return False
+        if record.collection == knowledge_id:
+            marked_since = loop.time() if marked_since is None else marked_since
+            if loop.time() - marked_since >= _LINK_WAIT_SECONDS:
+                return False
+        if loop.time() + delay > deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, _POLL_MAX_DELAY)
 
 
 async def _confirm_attached(app: App, knowledge_id: str, file_id: str) -> None:

@@ -12,6 +12,8 @@
   document is in the base exactly once, and nothing is left in no base once the killed replica is back.
 - Open WebUI killed and started again in the middle of a `sync`: the next run completes, nothing duplicated, nothing
   lost, nothing left in no base.
+- An attach held by a proxy until the server gave up on its answer, then run by Open WebUI: the write waits for it
+  under the base's lock and says "added"; the document is there once and searchable, nothing left in no base.
 
 `docs/writes.md` has the table of these faults, the promise and the test.
 """
@@ -37,7 +39,7 @@ from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
 from openwebui_rag_mcp.locks import LEASE_SECONDS
 from tests.live.http import mcp_http, not_on_this_release
-from tests.live.stdio import SCRIPT
+from tests.live.stdio import SCRIPT, stdio_session
 from tests.live.test_live_sync import sync_env
 from tests.live.versionproxy import VersionProxy
 
@@ -310,6 +312,53 @@ def _title(inst: Instance, file_id: str) -> str:
     with owui.client(inst) as http:
         record: dict[str, Any] = http.get(f"/api/v1/files/{file_id}").json()
     return str(record.get("filename"))
+
+
+# -- an attach Open WebUI runs after its answer was due ------------------------------------------------------------
+
+
+async def test_an_attach_answered_too_late_is_waited_for_not_undone(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The proxy holds the attach until the server, its answer overdue (OPENWEBUI_TIMEOUT), reads the file to see
+    what became of it; then Open WebUI gets the attach and runs it. Deleting the file then would leave a document
+    without a file (before 0.6.42, a late rewrite of the base's list); the write waits and says "added"."""
+    if not_on_this_release(RELEASES, WHY):
+        return
+    inst = lazily(request)
+    knowledge_id = owui.create_knowledge(inst, f"fault-late-{uuid.uuid4().hex[:8]}", "an attach answered too late")
+    before = owui.file_ids(inst)
+    added = note(1)
+    with VersionProxy(inst.url) as proxy:
+        attach = proxy.hold("POST", r"/file/add$")
+        async with stdio_session(inst, url=proxy.url, OPENWEBUI_TIMEOUT="10", XDG_STATE_HOME=str(tmp_path)) as server:
+            outcome: dict[str, Any] = {}
+
+            async def add() -> None:
+                outcome["error"], outcome["body"] = await server.call(
+                    "knowledge_add", {"knowledge_id": knowledge_id, **added}
+                )
+
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(add)
+                    assert await anyio.to_thread.run_sync(attach.reached.wait, HOLD_WAIT), "the attach never came"
+                    # After the attach the server reads the file only to see what became of an unanswered attach.
+                    looked = proxy.hold("GET", r"^/api/v1/files/[0-9a-f-]+$", after_answer=True)
+                    looked.release.set()  # not stopped: only seen
+                    assert await anyio.to_thread.run_sync(looked.reached.wait, HOLD_WAIT), "no look after the timeout"
+                    attach.release.set()  # Open WebUI runs the attach now, its answer long overdue
+            finally:
+                attach.release.set()
+            log = server.stderr.read_text(encoding="utf-8")
+    assert not outcome["error"], outcome["body"]
+    file_id = outcome["body"]["file_id"]
+    assert owui.files_of(inst, knowledge_id) == {file_id}
+    assert owui.file_ids(inst) - before == {file_id}  # nothing sent twice, nothing left in no base
+    assert "did not answer the attach" in log, log[-3000:]
+    answer = owui.query_collection(inst, [knowledge_id], added["text"], k=3)
+    texts = [text for documents in answer.get("documents") or [] for text in documents]
+    assert any(added["text"].split(":")[-1].strip() in text for text in texts), texts
 
 
 # -- Open WebUI killed in the middle of a sync ----------------------------------------------------------------------
