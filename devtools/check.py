@@ -103,9 +103,11 @@ def _tally(name: str, junit: Path, seconds: float, problem: str = "") -> Tally:
 
 
 def _start(cmd: list[str], env: dict[str, str], output: TextIO | None = None) -> subprocess.Popen[bytes]:
-    # A session of its own, so that a timeout stops the command and everything it started, and nothing else.
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=output, stderr=output)
     with _RUNNING_LOCK:
+        if _STOPPING.is_set():  # Ctrl-C: nothing new starts, whichever lane asks
+            raise RuntimeError("the run is being stopped")
+        # A session of its own, so that a timeout stops the command and everything it started, and nothing else.
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=output, stderr=output)
         _RUNNING.add(proc)
     return proc
 
@@ -113,6 +115,7 @@ def _start(cmd: list[str], env: dict[str, str], output: TextIO | None = None) ->
 # Every command started and not yet waited for: a Ctrl-C in the main thread stops them all, whichever thread waits.
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 _RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
 _PRINT_LOCK = threading.Lock()  # a finished step's log is printed whole, never interleaved with another's
 
 
@@ -137,11 +140,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _stop_all() -> None:
+    """Stop every command started (SIGINT to all at once, SIGKILL after `STOP_GRACE`), and start no other."""
     with _RUNNING_LOCK:
+        _STOPPING.set()
         running = list(_RUNNING)
     for proc in running:
-        if proc.poll() is None:
-            _stop(proc)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE
+    for proc in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
@@ -185,6 +199,8 @@ def _pytest(
     problem = ""
     if code is None:
         problem = f"TIMED OUT after {_duration(timeout)}"
+    elif code not in (0, 1):  # 1: tests failed, which the report counts; any other code is pytest's own failure
+        problem = f"PYTEST EXITED WITH {code}"
     with _PRINT_LOCK:
         if quiet:
             print(f"\n=== {name}: its output ({_duration(seconds)})", flush=True)
@@ -255,11 +271,12 @@ def _run_steps(steps: list[Step], workdir: Path, jobs: int) -> list[Tally]:
     tallies: dict[int, Tally] = {}
     todo = list(enumerate(steps))
     todo_lock = threading.Lock()
+    _STOPPING.clear()
 
     def lane() -> None:
         while True:
             with todo_lock:
-                if not todo:
+                if not todo or _STOPPING.is_set():
                     return
                 index, step = todo.pop(0)
             try:
@@ -282,6 +299,8 @@ def _run_steps(steps: list[Step], workdir: Path, jobs: int) -> list[Tally]:
                 thread.join()
         except BaseException:  # Ctrl-C: the steps have sessions of their own and did not get it
             _stop_all()
+            for thread in lanes:  # each lane ends once its step has: its report is read before the folder goes
+                thread.join(timeout=STOP_GRACE + 30)
             raise
     # a step without a tally (its lane died) is a failure, never a row left out of the table
     return [tallies.get(index, Tally(step.name, 0, 0, 0, 0.0, "DID NOT RUN")) for index, step in enumerate(steps)]
@@ -298,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=int(os.environ.get("OPENWEBUI_CHECK_JOBS", "2")),
+        default=os.environ.get("OPENWEBUI_CHECK_JOBS", "2"),  # argparse converts (and checks) a string default
         help="steps side by side (default 2; 1 runs them one after another with their output as it comes)",
     )
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (e.g. -x)")
@@ -343,11 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     durations = _durations_file()
     if args.jobs > 1:
         steps = longest_first(steps, _kept_durations(durations))
+        if installers:  # the live steps would wait for their installs: the unit suite goes first, beside them
+            steps.sort(key=lambda step: step.name != "unit")
     tallies: list[Tally] = []
     try:
         with tempfile.TemporaryDirectory(prefix="owui-check-") as tmp:
             tallies = _run_steps(steps, Path(tmp), max(args.jobs, 1))
-        _keep_durations(durations, tallies)
+        if not args.pytest_args:  # a run narrowed (-k, -x) says little of a full one's times
+            _keep_durations(durations, tallies)
     finally:
         for installer in installers.values():
             if installer.poll() is None:

@@ -197,9 +197,12 @@ class Instance:
 PORT_ATTEMPTS = 3
 
 
-def _port_was_taken(log_path: Path) -> bool:
-    """Whether Open WebUI's log says its port was in use (uvicorn: "[Errno 98] ... address already in use")."""
-    return "address already in use" in tail(log_path).lower()
+def _lost_the_port(proc: subprocess.Popen[bytes], log_path: Path) -> bool:
+    """Whether Open WebUI exited because its port was in use (uvicorn: "[Errno 98] ... address already in use"). One
+    still starting while another process answers on its port is given a minute to find that out."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=60)
+    return proc.poll() is not None and "address already in use" in tail(log_path).lower()
 
 
 def free_port() -> int:
@@ -424,9 +427,12 @@ def start(
             raise
         try:
             reported = _wait_until_ready(url, proc, log_path, timeout)
+            if reported != version:  # another Open WebUI may have taken the port while this one started
+                raise RuntimeError(f"{url} reports version {reported!r}, expected {version!r}")
         except RuntimeError:
-            if attempt < attempts and proc.poll() is not None and _port_was_taken(log_path):
+            if attempt < attempts and _lost_the_port(proc, log_path):
                 _log(f"port {chosen} was taken before Open WebUI {version} could bind it; trying another")
+                _terminate([proc.pid], [proc])  # what it started, if anything
                 continue
             _terminate([proc.pid, embed_proc.pid], [proc, embed_proc])
             raise
@@ -435,8 +441,6 @@ def start(
             raise
         break
     try:
-        if reported != version:
-            raise RuntimeError(f"{executable} reports version {reported!r}, expected {version!r}")
         password = f"Lt-{secrets.token_urlsafe(12)}-9a"
         token = _create_admin(url, ADMIN_EMAIL, password)
         api_key = _create_api_key(url, token)

@@ -4,6 +4,7 @@ stopped and fails with a clear verdict, and that a step that ran nothing fails t
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -210,3 +211,29 @@ def test_the_times_of_passing_steps_are_kept_for_the_next_run(tmp_path: Path) ->
     assert check._kept_durations(path) == {"unit": 250.0, "live-0.6.5": 1200.0}  # a failed run's time is not kept
     path.write_text("not json", encoding="utf-8")
     assert check._kept_durations(path) == {}
+
+
+def test_once_stopping_the_running_commands_end_and_no_other_starts() -> None:
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    running = check._start(sleeper, dict(os.environ))
+    try:
+        check._stop_all()
+        assert running.poll() is not None
+        with pytest.raises(RuntimeError, match="being stopped"):
+            check._start(sleeper, dict(os.environ))
+        # a lane asks for its next step: there is none to take once the run is being stopped
+        tallies = check._run_steps([], Path("."), jobs=2)
+        assert tallies == []
+    finally:
+        check._STOPPING.clear()
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+
+
+def test_pytest_failing_on_its_own_fails_the_step(tmp_path: Path) -> None:
+    step = check.Step("usage", ["-p", "no:cacheprovider", "--no-such-option"], 120, dict(os.environ))
+
+    (tally,) = check._run_steps([step], tmp_path, jobs=1)
+
+    assert tally.verdict == "PYTEST EXITED WITH 4"

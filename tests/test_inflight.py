@@ -527,8 +527,8 @@ async def test_an_attach_open_webui_answered_is_not_waited_for_by_recovery(
     journal, owner = server_journal()
     upstream.add.side_effect = answer(status, json={"detail": "not allowed"})
     upstream.delete.side_effect = answer(500, text="Internal Server Error")
-    # (after a 504 the write looks for the file in the base until OPENWEBUI_PROCESS_TIMEOUT before removing it)
-    error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_PROCESS_TIMEOUT="1"))
+    # (after a 504 the write looks for the file in the base for OPENWEBUI_TIMEOUT more before removing it)
+    error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
     (left,) = await journal.gone(owner)
     assert left.file_id == FILE
     assert (left.attach_by == 0.0) is answered

@@ -19,8 +19,9 @@ TAKEN = "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.
 class FakeOpenWebUI:
     """Stands in for the processes: the first `fail` spawns die with `message` in the log, the rest keep running."""
 
-    def __init__(self, fail: int, message: str) -> None:
+    def __init__(self, fail: int, message: str, foreign: bool = False) -> None:
         self.fail, self.message = fail, message
+        self.foreign = foreign  # while a failing one still starts, another release answers on its port
         self.ports: list[int] = []
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -31,14 +32,16 @@ class FakeOpenWebUI:
         dies = len(self.ports) <= self.fail
         log_path.write_text(self.message.format(port=port) if dies else "started\n", encoding="utf-8")
         # a session of its own, like the real one: stop() and the harness's clean-up signal its process group
-        seconds = 0 if dies else 60
+        seconds = (0.5 if self.foreign else 0) if dies else 60
         proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], start_new_session=True)
-        if dies:
+        if dies and not self.foreign:
             proc.wait()
         self.procs.append(proc)
         return proc
 
     def ready(self, url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str:
+        if self.foreign and len(self.ports) <= self.fail:
+            return "0.1.2"
         if proc.poll() is not None:
             raise RuntimeError(f"Open WebUI exited while starting; last log lines:\n{owui.tail(log_path)}")
         return "9.9.9"
@@ -108,3 +111,19 @@ def test_other_failures_and_a_port_given_are_not_tried_again(
     with pytest.raises(RuntimeError, match="address already in use"):
         owui.start("9.9.9", tmp_path / "two", port=40010)
     assert fake.ports == [40010]
+
+
+def test_a_port_another_release_answers_on_is_chosen_again(
+    fake: FakeOpenWebUI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake.fail, fake.message, fake.foreign = 1, TAKEN, True
+    ports = iter([40021, 40022])
+    monkeypatch.setattr(owui, "free_port", lambda: next(ports))
+    _use(monkeypatch, fake)
+
+    instance = owui.start("9.9.9", tmp_path / "work")
+    try:
+        assert fake.ports == [40021, 40022]
+        assert instance.url == "http://127.0.0.1:40022"
+    finally:
+        owui.stop(instance)

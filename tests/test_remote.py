@@ -247,10 +247,10 @@ async def test_an_attach_without_answer_that_open_webui_ran_is_added(upstream: U
 
 
 async def test_an_attach_without_answer_that_never_shows_says_so_and_keeps_the_file(upstream: Upstream) -> None:
-    """Looked for until OPENWEBUI_PROCESS_TIMEOUT, never listed: the error says the base does not list it; the file
-    is not the server's to delete."""
+    """Looked for OPENWEBUI_TIMEOUT more, never listed: the error says the base does not list it; the file is not
+    the server's to delete."""
     upstream.add.side_effect = httpx.ReadTimeout("no answer")
-    failure = await refused(upstream, existing(), OPENWEBUI_PROCESS_TIMEOUT="1")
+    failure = await refused(upstream, existing(), OPENWEBUI_TIMEOUT="1")
     assert (failure.code, failure.stage, failure.outcome) == ("timeout", "attach", "partial_or_unknown")
     assert "does not list the file" in failure.message
     assert len([r for r in upstream.requests() if r == f"GET /api/v1/files/{CHAT_FILE}"]) > 1  # looked again

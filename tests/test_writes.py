@@ -39,6 +39,7 @@ NOT_FOUND_TEXT = "We could not find what you're looking for :/"
 NO_PERMISSION = "You do not have permission to access this resource. Please contact your administrator for assistance."
 DUPLICATE = "400: Duplicate content detected. Please provide unique content to proceed."
 REMOVED_AGAIN = re.compile(rf"uploaded file {FILE} was removed again; nothing was added")
+OUTLIVED_REMOVED = re.compile(rf"uploaded file {FILE} was removed again, but .* Check with knowledge_files")
 
 Effect = Callable[..., Any]
 
@@ -326,6 +327,9 @@ def answer(status: int, **kwargs: Any) -> Effect:
     return effect
 
 
+# No answer of Open WebUI's own came: it may still be running the request (errors.unanswered)
+UNANSWERED = ("503", "timeout", "reset", "protocol")
+
 FAILURES: dict[str, Failure] = {
     "400": Failure(answer(400, json={"detail": "[ERROR: Something went wrong :/]"}), "upstream_error", 400, True),
     "401": Failure(
@@ -394,10 +398,12 @@ async def test_every_stage_fails_in_every_way(upstream: Upstream, stage: str, ki
         upstream.hold(FILE, TEXT)
     case.failing(upstream).side_effect = failure.effect
 
-    # an attach without an answer is looked at until OPENWEBUI_PROCESS_TIMEOUT: here the base never lists the file
-    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_PROCESS_TIMEOUT="1"))
+    # an attach without an answer is looked at for OPENWEBUI_TIMEOUT more: here the base never lists the file
+    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_TIMEOUT="1"))
 
-    certain = (failure.certain and not case.applied) or case.cleaned_up
+    # the file of an unanswered attach is removed, but Open WebUI may still run that attach: uncertain
+    outlived = stage == "attach" and kind in UNANSWERED
+    certain = ((failure.certain and not case.applied) or case.cleaned_up) and not outlived
     expected_outcome = "not_applied" if certain else "partial_or_unknown"
     assert (error.code, error.stage, error.file_id, error.outcome) == (
         failure.code,
@@ -414,7 +420,7 @@ async def test_every_stage_fails_in_every_way(upstream: Upstream, stage: str, ki
         assert routes[name].call_count == 0, (name, upstream.requests())
     assert case.failing(upstream).call_count >= 1
     if case.cleaned_up:
-        assert REMOVED_AGAIN.search(error.message), error.message
+        assert (OUTLIVED_REMOVED if outlived else REMOVED_AGAIN).search(error.message), error.message
         assert upstream.members == [m for m in upstream.members if m["id"] != FILE]
 
 
@@ -431,15 +437,10 @@ async def test_a_hanging_write_times_out_once(upstream: Upstream, stage: str) ->
 
     route = upstream.upload if stage == "upload" else upstream.add
     route.side_effect = hang
-    error = error_of(
-        await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1", OPENWEBUI_PROCESS_TIMEOUT="1")
-    )
-    # A hung attach is checked: the base does not list the file, so it is removed again and nothing was applied.
-    assert (error.code, error.stage, error.outcome) == (
-        "timeout",
-        stage,
-        "not_applied" if stage == "attach" else "partial_or_unknown",
-    )
+    error = error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
+    # A hung attach is looked for (OPENWEBUI_TIMEOUT more): the base does not list the file, so it is removed again;
+    # should Open WebUI still run that attach, the base may list it later, so the outcome is not certain.
+    assert (error.code, error.stage, error.outcome) == ("timeout", stage, "partial_or_unknown")
     assert error.file_id is None
     assert upstream.delete.call_count == (1 if stage == "attach" else 0)
     assert len(started) == 1
@@ -461,11 +462,12 @@ async def test_writes_are_not_retried_even_when_told_to(upstream: Upstream, stag
     retry_later = answer(status, json={"detail": "Too many requests"}, headers={"Retry-After": "0"})
     case.failing(upstream).side_effect = retry_later
 
-    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_PROCESS_TIMEOUT="1"))
+    error = error_of(await call(upstream, case.tool, case.args, OPENWEBUI_TIMEOUT="1"))
 
     assert error.code == ("rate_limited" if status == 429 else "upstream_unavailable")
     assert (error.stage, error.file_id, error.http_status) == (stage, case.file_id, status)
-    certain = (status == 429 and not case.applied) or case.cleaned_up
+    outlived = stage == "attach" and status == 503  # a gateway's 503: the attach may still run behind it
+    certain = ((status == 429 and not case.applied) or case.cleaned_up) and not outlived
     assert error.outcome == ("not_applied" if certain else "partial_or_unknown")
     for name, route in upstream.write_routes().items():
         assert route.call_count == (1 if name in case.sent_once else 0), (name, upstream.requests())

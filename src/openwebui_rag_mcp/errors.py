@@ -84,15 +84,20 @@ def invalid_argument(message: str) -> ToolFailure:
     return ToolFailure("invalid_argument", message, request_sent=False)
 
 
-# What a gateway in front of Open WebUI answers when Open WebUI did not (in time): behind it the request may still run.
-GATEWAY_STATUSES = frozenset({502, 503, 504})
+# What a gateway in front of Open WebUI answers when Open WebUI did not (in time): behind it the request may still
+# run. 520 to 524 are Cloudflare's (524: the origin is still working).
+GATEWAY_STATUSES = frozenset({502, 503, 504, 520, 521, 522, 523, 524})
 
 
 def unanswered(failure: ToolFailure) -> bool:
     """Whether the request left and Open WebUI's own answer never came: a timeout, a broken connection, a gateway's
-    502, 503 or 504. Open WebUI may then still be running it (it goes on with a request whose caller went away)."""
-    gone = failure.code in ("timeout", "upstream_unavailable")
-    return failure.request_sent and gone and (failure.http_status is None or failure.http_status in GATEWAY_STATUSES)
+    502, 503, 504 or 520 to 524. Open WebUI may then still be running it (it goes on with a request whose caller
+    went away)."""
+    if not failure.request_sent:
+        return False
+    if failure.http_status is not None:
+        return failure.http_status in GATEWAY_STATUSES
+    return failure.code in ("timeout", "upstream_unavailable")
 
 
 def write_outcome(failure: ToolFailure) -> Outcome:

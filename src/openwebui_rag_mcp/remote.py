@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import anyio
+
 from openwebui_rag_mcp import normalize, writes
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, unanswered, write_outcome
@@ -220,12 +222,14 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
             )
         await _tell(progress, 3, 4, "attaching")
         _still_held(lease, "attach", file_id)
-        try:
-            await app.client.add_file(knowledge_id, file_id)
-        except ToolFailure as failure:
-            # Unanswered, the attach may still run: the lock is kept until the base lists the file or it cannot
-            if not unanswered(failure) or not await _outlived_attach(app, knowledge_id, file_id):
-                raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
+        # Shielded: a cancelled call must not give the base's lock back while Open WebUI may still run the attach.
+        with anyio.CancelScope(shield=True):
+            try:
+                await app.client.add_file(knowledge_id, file_id)
+            except ToolFailure as failure:
+                # Unanswered, the attach may still run: the lock is kept until it shows its end, or for a while
+                if not unanswered(failure) or await _outlived_attach(app, knowledge_id, file_id) != "listed":
+                    raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
         if not release.attach_is_atomic:
             listed = await _listed(app, knowledge_id, file_id)
             if not listed:

@@ -459,7 +459,8 @@ def serve(settings: Settings) -> None:
         proxy_headers=True,
         forwarded_allow_ips="127.0.0.1",
         lifespan="on",
-        timeout_graceful_shutdown=int(settings.process_timeout + 2 * settings.timeout),
+        # the slowest write: processing, its attach, and as long again to see an unanswered attach end
+        timeout_graceful_shutdown=int(settings.process_timeout + 3 * settings.timeout),
         server_header=False,
     )
     uvicorn.Server(config).run()

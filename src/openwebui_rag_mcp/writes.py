@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from anyio.lowlevel import checkpoint
@@ -740,6 +740,7 @@ _NO_TEXT_SHA256 = hashlib.sha256(b"").hexdigest()
 # How long a file Open WebUI calls "completed" may take to show in the base's lists (0.11+ mark it "completed" after
 # the base's vectors and the link are written, but the lists may lag a moment).
 _LINK_WAIT_SECONDS = 10.0
+_LIST_READ_EVERY = 5.0  # while an unanswered attach shows no mark: the base's list is the dearer read
 
 
 async def _linked(app: App, knowledge_id: str, file_id: str, filename: str) -> bool:
@@ -813,20 +814,23 @@ async def _attach(
         if write_outcome(failure) == "not_applied":
             listed: bool | None = False
         elif still_running:
-            listed = await _outlived_attach(app, knowledge_id, file_id)
+            end = await _outlived_attach(app, knowledge_id, file_id, tracked)
+            if end == "listed":  # it ended well after all, later than its answer was due
+                log.warning(
+                    "knowledge_add: Open WebUI did not answer the attach of %s (%s), but the base lists it since",
+                    file_id,
+                    failure.code,
+                )
+                if tracked is not None:
+                    tracked.attach_answered()
+                if not release.attach_is_atomic:
+                    await _confirm_attached(app, knowledge_id, file_id)
+                return
+            if end != "unreadable":
+                raise await _discard_outlived(app, file_id, failure, end) from None
+            listed = None
         else:
             listed = await _listed(app, knowledge_id, file_id)
-        if listed and still_running:  # it ended well after all, later than its answer was due
-            log.warning(
-                "knowledge_add: Open WebUI did not answer the attach of %s (%s), but the base lists it since",
-                file_id,
-                failure.code,
-            )
-            if tracked is not None:
-                tracked.attach_answered()
-            if not release.attach_is_atomic:
-                await _confirm_attached(app, knowledge_id, file_id)
-            return
         if listed is False:
             raise await _discard(app, file_id, failure, "attach") from None
         failed = _failed(failure, "attach", file_id, after_upload=True)
@@ -843,36 +847,70 @@ async def _attach(
         await _confirm_attached(app, knowledge_id, file_id)
 
 
-async def _outlived_attach(app: App, knowledge_id: str, file_id: str) -> bool | None:
-    """After an attach whose answer never came (`errors.unanswered`): whether the base lists the file once Open WebUI
-    is done with it, or None when that cannot be read. Open WebUI goes on with an attach its caller gave up on; to
-    delete the file at once could leave the base listing a document without a file, and before 0.6.42 the attach
-    would then rewrite the base's whole list over whatever another writer attached meanwhile. So, still under the
-    base's lock, look until the base lists it (True), or Open WebUI marked the attach failed, or marked the file
-    written to the base (`meta.collection_name`) and the base still does not list it after _LINK_WAIT_SECONDS, or
-    OPENWEBUI_PROCESS_TIMEOUT passed (False: the caller removes the file)."""
+AttachEnd = Literal["listed", "failed", "unlisted", "unknown", "unreadable"]
+
+
+async def _outlived_attach(app: App, knowledge_id: str, file_id: str, tracked: Tracked | None = None) -> AttachEnd:
+    """After an attach whose answer never came (`errors.unanswered`): what became of it. Open WebUI goes on with an
+    attach its caller gave up on; to delete the file at once could leave the base listing a document without a file,
+    and before 0.6.42 the attach would then rewrite the base's whole list over whatever another writer attached
+    meanwhile. So, still under the base's lock, for up to OPENWEBUI_TIMEOUT more, look at the file (and at the base
+    when the file is marked written to it, `meta.collection_name`, every _LIST_READ_EVERY seconds otherwise, and at
+    the end) until: the base lists it ("listed"); Open WebUI marked it failed ("failed"); it is marked written to the
+    base and still unlisted after _LINK_WAIT_SECONDS ("unlisted": the attach failed after indexing); or the time is
+    up ("unknown", or "unreadable" when the base could not be read then). A failed read is looked at again."""
+    if tracked is not None:  # should this process die while it looks, recovery waits as long
+        await tracked.attaching(app.settings.timeout)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + app.settings.process_timeout
+    deadline = loop.time() + app.settings.timeout
     marked_since: float | None = None
+    listed_at = -_LIST_READ_EVERY
     delay = _POLL_FIRST_DELAY
     while True:
-        listed = await _listed(app, knowledge_id, file_id)
-        if listed is not False:
-            return listed
+        final = loop.time() >= deadline
         try:
-            record = normalize.file_record(await app.client.file(file_id))
+            record: normalize.FileRecord | None = normalize.file_record(await app.client.file(file_id))
         except ToolFailure:
-            return None  # neither the list nor the file can be read now: nothing is removed, the error says so
-        if record.status == "failed":
-            return False
-        if record.collection == knowledge_id:
+            record = None  # Open WebUI busy or restarting: looked at again
+        if record is not None and record.status == "failed":
+            return "failed"
+        marked = record is not None and record.collection == knowledge_id
+        listed: bool | None = None
+        if marked or final or loop.time() - listed_at >= _LIST_READ_EVERY:
+            listed_at = loop.time()
+            listed = await _listed(app, knowledge_id, file_id)
+            if listed:
+                return "listed"
+        if marked and listed is False:
             marked_since = loop.time() if marked_since is None else marked_since
             if loop.time() - marked_since >= _LINK_WAIT_SECONDS:
-                return False
-        if loop.time() + delay > deadline:
-            return False
-        await asyncio.sleep(delay)
+                return "unlisted"
+        if final:
+            return "unreadable" if listed is None else "unknown"
+        await asyncio.sleep(max(min(delay, deadline - loop.time()), 0.0))
         delay = min(delay * 1.5, _POLL_MAX_DELAY)
+
+
+async def _discard_outlived(app: App, file_id: str, failure: ToolFailure, end: AttachEnd) -> ToolFailure:
+    """Remove the file of an attach that never answered and did not end listed; what is left is uncertain unless
+    Open WebUI marked the attach failed."""
+    removed = await _discard(app, file_id, failure, "attach")
+    if end == "failed" or removed.outcome != "not_applied":  # certain, or already says what is left
+        return removed
+    if end == "unlisted":
+        why = (
+            "Open WebUI had marked it written to the base's search index without listing it: its text may still be "
+            "found there."
+        )
+    else:
+        why = (
+            "Open WebUI showed no end of the attach within OPENWEBUI_TIMEOUT more: should it still be running it, "
+            "the base may list the file later."
+        )
+    said = replace(failure, message=f"{failure.message} The uploaded file {file_id} was removed again, but {why}")
+    return said.explained(" Check with knowledge_files before adding it again.").at(
+        "attach", outcome="partial_or_unknown"
+    )
 
 
 async def _confirm_attached(app: App, knowledge_id: str, file_id: str) -> None:
