@@ -5,6 +5,7 @@ interrupted replacement is finished by the next run, --dry-run changes nothing, 
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import hashlib
 import json
@@ -103,6 +104,9 @@ class Base:
         self.manifests: list[list[dict[str, Any]]] = []
         self.count = 0
         self.fail_upload_of: str | None = None
+        # filename prefix -> (HTTP status, how many of its uploads are refused with it before one is taken)
+        self.refuse_uploads: dict[str, tuple[int, int]] = {}
+        self.uploads_of: collections.Counter[str] = collections.Counter()
         self.on_write: Callable[[str], None] | None = None  # called with each write request's path
         r = self.router
         r.get("/api/version").respond(json={"version": version})
@@ -182,6 +186,11 @@ class Base:
         assert filename is not None
         if self.fail_upload_of and filename.startswith(self.fail_upload_of):
             return httpx.Response(500, text="boom")
+        self.uploads_of[filename.split("~")[0]] += 1
+        for prefix, (status, times) in self.refuse_uploads.items():
+            if filename.startswith(prefix) and self.uploads_of[filename.split("~")[0]] <= times:
+                # what 0.6.5 answers when its database could not store the upload
+                return httpx.Response(status, json={"detail": "[ERROR: 400: [ERROR: Error uploading file]]"})
         metadata = json.loads(parts["metadata"][1])
         meta = {
             "name": filename,
@@ -425,6 +434,31 @@ async def test_a_failed_file_is_named_and_the_exit_code_says_so(base: Base, tmp_
     assert any(line.startswith("add      bad.md: FAILED") for line in lines)
     assert any(line.startswith("add      good.md: ok") for line in lines)
     assert lines[-1] == "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"  # what happened
+
+
+@pytest.mark.parametrize(
+    ("status", "times", "sent", "ends"),
+    [
+        (400, 1, 2, "ok"),  # refused once before anything was made: sent again, taken
+        (400, 5, 2, "FAILED - upstream_error: sent twice: "),  # refused again: that is the file's answer
+        (403, 5, 1, "FAILED - forbidden"),  # the key may not: never sent again
+    ],
+)
+async def test_an_upload_refused_before_anything_was_made_is_sent_once_more(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, times: int, sent: int, ends: str
+) -> None:
+    monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
+    (tmp_path / "busy.md").write_text("# busy")
+    (tmp_path / "calm.md").write_text("# calm")
+    base.refuse_uploads = {"busy": (status, times)}
+
+    code, lines = await run(tmp_path)
+
+    assert base.uploads_of["busy.md" if base.mirrored else "busy"] == sent
+    (line,) = [line for line in lines if line.startswith("add      busy.md")]
+    assert line.startswith(f"add      busy.md: {ends}"), line
+    assert code == (OK if ends == "ok" else SOME_FAILED)
+    assert any(line.startswith("add      calm.md: ok") for line in lines)
 
 
 def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:

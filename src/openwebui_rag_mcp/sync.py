@@ -93,6 +93,9 @@ _SYNCED_NAME = re.compile(
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 _EARLIER_UPLOADS_POLL_SECONDS = 1.0
 _FIRST_POLL_SHARE = 0.8  # of the median processing time of the run's recent files: most files are done by then
+# An upload Open WebUI refused before it made anything (0.6.5 under load: "Error uploading file" when its database
+# was busy) is sent once more after this pause; the second refusal is the file's answer.
+_UPLOAD_AGAIN_AFTER_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -839,7 +842,13 @@ class _Run:
         try:
             done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
         except ToolFailure as failure:
-            return Problem.of(failure)
+            if not _worth_again(failure):
+                return Problem.of(failure)
+            await asyncio.sleep(_UPLOAD_AGAIN_AFTER_SECONDS)
+            try:
+                done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
+            except ToolFailure as again:
+                return Problem.of(again, "sent twice: ")
         self.writable_checked = True
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
@@ -855,6 +864,16 @@ class _Run:
         except ToolFailure as failure:
             return Problem.of(failure)
         return None
+
+
+def _worth_again(failure: ToolFailure) -> bool:
+    """An upload that made nothing in Open WebUI and may well work a moment later: refused by Open WebUI itself
+    (400, 409, 429: not the key's rights, not a size or a name it will refuse again) or never sent."""
+    if failure.stage != "upload" or failure.outcome != "not_applied":
+        return False
+    if failure.http_status is None:
+        return failure.code == "upstream_unavailable"  # the connection was refused: Open WebUI restarting
+    return failure.http_status in (400, 409, 429)
 
 
 def _refusal(gone: int, held: int, max_delete: int | None, *, empty: bool) -> str | None:
