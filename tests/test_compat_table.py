@@ -51,7 +51,8 @@ def test_each_row_matches_the_detected_capabilities(version: str) -> None:
 @pytest.mark.parametrize(
     ("version", "links", "completes"),
     [
-        ("0.9.6", False, False),
+        ("0.9.5", False, False),
+        ("0.9.6", True, False),
         ("0.10.0", True, False),
         ("0.10.2", True, False),
         ("0.12.3", True, False),
@@ -62,7 +63,7 @@ def test_each_row_matches_the_detected_capabilities(version: str) -> None:
 def test_uploads_link_themselves_where_the_file_says_when_it_is_indexed(
     version: str, links: bool, completes: bool
 ) -> None:
-    """From 0.10.0 the file's `meta.collection_name` says it is indexed into the base; only from 0.12.4 is
+    """From 0.9.6 the file's `meta.collection_name` says it is indexed into the base; only from 0.12.4 is
     "completed" that late too. An unreadable version is taken to be neither."""
     release = Release.parse(version)
     assert release.links_on_upload is links

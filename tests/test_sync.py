@@ -89,14 +89,17 @@ def form_parts(request: httpx.Request) -> dict[str, tuple[str | None, bytes]]:
 
 class Base:
     """A mocked Open WebUI holding one base, with uploads that process at once: 0.12.4, whose lists name each
-    document's folder, or 0.10.2, which has folders whose lists do not (both: the base mirrors the folder), or 0.8.12,
-    which has no folders (files named after their path and content)."""
+    document's folder, or 0.10.2 or 0.9.6, which have folders whose lists do not (all three: the base mirrors the
+    folder), or 0.8.12, which has no folders (files named after their path and content)."""
 
     def __init__(self, version: str) -> None:
-        self.mirrored = version in ("0.12.4", "0.10.2")
+        self.mirrored = version in ("0.12.4", "0.10.2", "0.9.6")
         self.paths_listed = version == "0.12.4"
-        self.links_itself = version in ("0.12.4", "0.10.2")  # uploads name the base and Open WebUI links them (0.10+)
-        self.links_first = version == "0.10.2"  # 0.10 links an upload before it indexes it into the base
+        # uploads name the base and Open WebUI links them (0.9.6+)
+        self.links_itself = version in ("0.12.4", "0.10.2", "0.9.6")
+        self.links_first = version in ("0.10.2", "0.9.6")  # 0.9.6 to 0.10 link an upload before indexing it there
+        self.write_access = True
+        self.version = version
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
         self.files: dict[str, dict[str, Any]] = {}  # file_id -> file
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
@@ -110,7 +113,7 @@ class Base:
         self.on_write: Callable[[str], None] | None = None  # called with each write request's path
         r = self.router
         r.get("/api/version").respond(json={"version": version})
-        r.get(f"/api/v1/knowledge/{KB}").respond(json={"id": KB, "name": "Sync", "write_access": True})
+        r.get(f"/api/v1/knowledge/{KB}").mock(side_effect=self._knowledge)
         r.get(f"/api/v1/knowledge/{KB}/files").mock(side_effect=self._list)
         r.get(f"/api/v1/knowledge/{KB}/files/pending").mock(side_effect=self._pending)
         r.post("/api/v1/files/").mock(side_effect=self._upload)
@@ -123,6 +126,9 @@ class Base:
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
         r.post(f"/api/v1/knowledge/{KB}/sync/diff").mock(side_effect=self._diff)
         r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
+
+    def _knowledge(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": KB, "name": "Sync", "write_access": self.write_access})
 
     def _wrote(self, request: httpx.Request) -> None:
         if self.on_write is not None:
@@ -206,7 +212,7 @@ class Base:
             "hash": hashlib.sha256(text.encode()).hexdigest(),
             "data": {"content": text, "status": "completed"},
         }
-        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.10+ indexes it into the base and links it, or fails it
+        if metadata.get("knowledge_id") == KB:  # Open WebUI 0.9.6+ indexes it into the base and links it, or fails it
             self.linked_itself.append(file_id)
             if self._duplicate(file_id):
                 self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
@@ -294,7 +300,7 @@ class Base:
         return httpx.Response(200, json={"id": folder_id, "name": body["name"], "parent_id": body["parent_id"]})
 
 
-@pytest.fixture(params=["0.12.4", "0.10.2", "0.8.12"])
+@pytest.fixture(params=["0.12.4", "0.10.2", "0.9.6", "0.8.12"])
 def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
     mocked = Base(request.param)
     from openwebui_rag_mcp import runtime as server
@@ -1123,7 +1129,7 @@ async def test_a_folder_replaced_by_a_link_keeps_its_documents(base: Base, tmp_p
 
 
 async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(base: Base, tmp_path: Path) -> None:
-    """0.10+: each upload names the base (and its folder) in its metadata and Open WebUI links it; no file/add, and
+    """0.9.6+: each upload names the base (and its folder) in its metadata and Open WebUI links it; no file/add, and
     each link is read back. 0.8.12 has no such upload: there file/add stays."""
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.md").write_text("# A")
@@ -1146,7 +1152,34 @@ async def test_on_releases_that_say_when_a_link_is_done_uploads_link_themselves(
         assert len(base.added) == 2
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.9.6", "0.10.2"], indirect=True)
+async def test_where_open_webui_links_without_checking_write_access_each_upload_checks_it_first(
+    base: Base, tmp_path: Path
+) -> None:
+    """0.9.6 to 0.9.x link an upload naming the base without asking whether its uploader may write there, so each
+    upload asks first: once the base is read-only for the key, nothing more is uploaded. 0.10+ check it themselves
+    (the run's first write checked it once)."""
+    for name in "abcd":
+        (tmp_path / f"{name}.md").write_text(f"# {name}")
+
+    def on_write(path: str) -> None:
+        if path == "/api/v1/files/" and len(base.linked_itself) == 1:  # read-only from the second upload on
+            base.write_access = False
+
+    base.on_write = on_write
+    code, lines = await run(tmp_path, concurrency=1)
+    reads = [c for c in base.router.calls if c.request.url.path == f"/api/v1/knowledge/{KB}"]
+    if base.version == "0.9.6":
+        assert code == SOME_FAILED, lines
+        assert len(base.linked_itself) == 2, lines  # the second was sent before the change; none after it
+        assert sum("may read knowledge base" in line for line in lines) == 2, lines
+        assert len(reads) >= 3
+    else:
+        assert code == OK, lines
+        assert len(base.linked_itself) == 4
+
+
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base, tmp_path: Path) -> None:
     """Open WebUI says "completed" without linking when the key may no longer write to the base: the file goes again
     and the line says so."""
@@ -1170,7 +1203,7 @@ async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base
     assert base.members == {}
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(base: Base, tmp_path: Path) -> None:
     """Deleting it then could leave its vectors in the base's collection with no document: it is named, kept in the
     journal for recovery, and not deleted."""
@@ -1191,7 +1224,7 @@ async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(b
     assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1  # left for recovery
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: Base, tmp_path: Path) -> None:
     """Only a status read as "failed" proves Open WebUI will not index the file into the base any more: an unreadable
     status (a 502 from a proxy) leaves the file, and says so, rather than risk vectors with no document."""
@@ -1205,7 +1238,7 @@ async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: 
     assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1235,14 +1268,22 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
 
 async def test_write_access_is_read_until_an_upload_got_in_not_for_every_file(base: Base, tmp_path: Path) -> None:
     """Once one upload of the run got in, the key may write to the base: later files skip that read (Open WebUI still
-    refuses an attach or link to a base made read-only since, and the file is removed again)."""
+    refuses an attach or link to a base made read-only since, and the file is removed again). Not on 0.9.6, whose
+    link does not refuse: there every file reads it."""
     for i in range(12):
         (tmp_path / f"note-{i:02d}.md").write_text(f"# Note {i}")
     code, lines = await run(tmp_path, concurrency=2)
     assert code == OK, lines
     reads = [c for c in base.router.calls if c.request.url.path == f"/api/v1/knowledge/{KB}"]
     before_sync = 1  # the run reads the base itself once before it plans
-    assert len(reads) - before_sync <= 2, len(reads)
+    if base.version == "0.9.6":  # a read of the base before each upload
+        paths = [c.request.url.path for c in base.router.calls]
+        uploads = [n for n, path in enumerate(paths) if path == "/api/v1/files/"]
+        assert len(uploads) == 12
+        for count, upload in enumerate(uploads, 1):
+            assert paths[:upload].count(f"/api/v1/knowledge/{KB}") >= count
+    else:
+        assert len(reads) - before_sync <= 2, len(reads)
 
 
 async def test_a_read_only_base_fails_every_file_and_changes_nothing(base: Base, tmp_path: Path) -> None:
@@ -1255,7 +1296,7 @@ async def test_a_read_only_base_fails_every_file_and_changes_nothing(base: Base,
     assert not [c for c in base.router.calls if c.request.method == "POST" and c.request.url.path == "/api/v1/files/"]
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base: Base, tmp_path: Path) -> None:
     """Open WebUI linked it, but extracted nothing from it: it goes again (file/remove with delete_file), named."""
     (tmp_path / "blank.md").write_text(" \n\n ")  # not empty, but no text once extracted
@@ -1267,7 +1308,7 @@ async def test_a_linked_upload_with_no_text_is_taken_out_of_the_base_again(base:
     assert base.names() == ["a.md"]
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_links_are_confirmed_together_with_no_request_per_file_but_the_upload(base: Base, tmp_path: Path) -> None:
     """Every file in flight is confirmed by the base's pending list and one read of its newest documents (which carry
     the hash of each text): no status poll, name search or text read-back per file."""
@@ -1290,7 +1331,7 @@ async def test_links_are_confirmed_together_with_no_request_per_file_but_the_upl
     assert 1 <= len(newest_pages) <= len(pending)
 
 
-@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
 async def test_a_link_the_newest_page_does_not_show_is_confirmed_by_the_file_itself(base: Base, tmp_path: Path) -> None:
     """Others changed so many documents that the file is not among the base's newest: its writer reads its status,
     searches the base for its name and reads its text back, as a single upload does."""
@@ -1312,7 +1353,7 @@ async def test_a_link_the_newest_page_does_not_show_is_confirmed_by_the_file_its
     assert len([c for c in base.router.calls if c.request.url.path.endswith("/process/status")]) >= 2
 
 
-@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.10.2", "0.9.6"], indirect=True)
 async def test_a_file_open_webui_calls_completed_waits_until_it_is_marked_as_written_to_the_base(
     base: Base, tmp_path: Path
 ) -> None:
@@ -1343,7 +1384,7 @@ async def test_a_file_open_webui_calls_completed_waits_until_it_is_marked_as_wri
     assert asked == ["a.md"] * 3  # listed without the mark twice, then with it; no more once it is there
 
 
-@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+@pytest.mark.parametrize("base", ["0.10.2", "0.9.6"], indirect=True)
 async def test_a_file_linked_before_its_indexing_into_the_base_failed_is_deleted_and_named(
     base: Base, tmp_path: Path
 ) -> None:

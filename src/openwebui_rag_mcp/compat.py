@@ -52,12 +52,14 @@ VECTOR_ONLY_ON_REQUEST = ((0, 6, 26), (0, 8, 11))
 # there sets "failed" and clears the file's hash, with no reason kept). Where the base lists a file before its vectors
 # are written there (LINKS_BEFORE_INDEXING), the file's own `meta.collection_name` says when they are: Open WebUI sets
 # it to the base's id then (with BYPASS_EMBEDDING_AND_RETRIEVAL it never does: such a file waits out
-# OPENWEBUI_PROCESS_TIMEOUT and is left to recovery, which keeps it). So from 0.10.0 `sync` lets uploads link
-# themselves. 0.9.6 to 0.9.x keep `file/add`: they link such an upload without checking that its uploader may write
-# to the base, so a key that lost write access mid-run would still add documents (never widen access). (Read in the
-# 0.9.6, 0.10.0, 0.10.2, 0.11.0, 0.11.4, 0.12.3 and 0.12.4 wheels, `routers/files.py` `process_uploaded_file` and
+# OPENWEBUI_PROCESS_TIMEOUT and is left to recovery, which keeps it). So from 0.9.6 `sync` lets uploads link
+# themselves. 0.9.6 to 0.9.x link such an upload without asking whether its uploader may write to the base (only the
+# indexing into the base after the link asks, and fails the file), so there each upload asks first
+# (LINK_CHECKS_WRITE_ACCESS): a key that loses write access mid-run adds nothing after that. (Read in the 0.9.6,
+# 0.10.0, 0.10.2, 0.11.0, 0.11.4, 0.12.3 and 0.12.4 wheels, `routers/files.py` `process_uploaded_file` and
 # `routers/retrieval.py` `process_file`.)
-LINKS_ON_UPLOAD = (0, 10, 0)
+LINKS_ON_UPLOAD = (0, 9, 6)
+LINK_CHECKS_WRITE_ACCESS = (0, 10, 0)
 COMPLETES_WHEN_LINKED = (0, 12, 4)
 LINKS_BEFORE_INDEXING = ((0, 9, 6), (0, 11, 0))
 
@@ -107,9 +109,15 @@ class Release:
 
     @property
     def links_on_upload(self) -> bool:
-        """An upload can link itself to its base, and the file's `meta.collection_name` says when it is indexed there.
-        Not for an unreadable version: there nothing might say so."""
+        """An upload can link itself to its base, and the file's `meta.collection_name` says when it is indexed there
+        (before 0.10 its write access is not checked: see `link_checks_write_access`). Not for an unreadable version:
+        there nothing might say so."""
         return self.known and self.parts >= LINKS_ON_UPLOAD
+
+    @property
+    def link_checks_write_access(self) -> bool:
+        """Open WebUI asks whether the uploader may write to the base before it links a self-linking upload."""
+        return self.known and self.parts >= LINK_CHECKS_WRITE_ACCESS
 
     @property
     def links_before_indexing(self) -> bool:

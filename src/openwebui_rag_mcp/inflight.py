@@ -10,7 +10,7 @@ or its process on this machine no longer exists) is resolved by whoever next hol
 
 - the file id is known and the base lists the file: the write completed, only its answer was lost; nothing to do;
 - the file id is known and the base does not list it: the file is deleted; but an upload that links itself to its
-  base (`sync` on Open WebUI 0.10+) is left alone while Open WebUI is still processing it (its status "pending" or
+  base (`sync` on Open WebUI 0.9.6+) is left alone while Open WebUI is still processing it (its status "pending" or
   "processing"; on 0.10 also "completed" and listed without the base's id as its `meta.collection_name`, as 0.10
   links it before indexing it into the base; 0.11 to 0.12.3 say "completed" a moment early, so an unlisted one is
   looked at again), since deleting it then could leave its vectors in the base's collection with no document: it is

@@ -1,4 +1,4 @@
-"""Uploads that link themselves to one base (Open WebUI 0.10+), confirmed together rather than one by one.
+"""Uploads that link themselves to one base (Open WebUI 0.9.6+), confirmed together rather than one by one.
 
 Open WebUI processes such an upload in its background task: it writes the file's own collection, indexes it into the
 base and links it (0.10 links before indexing into the base, 0.11+ after), and marks the file with the collection it

@@ -506,7 +506,7 @@ async def upload_to_base(
     Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
     list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
     upload and process side by side while their attaches take turns. An upload that links itself (`links_itself`,
-    Open WebUI 0.10+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
+    Open WebUI 0.9.6+) has no attach: Open WebUI indexes and links it, and the write waits for that and reads the link
     back. `text` is the document's own text when we wrote it; None for a file whose text Open WebUI extracts (then an
     empty extraction is a failure of the processing stage)."""
     release = await _release(app, "upload")
@@ -516,7 +516,9 @@ async def upload_to_base(
     # write before anything is sent, rather than after an upload that must then be removed again.
     async with app.locks.hold(knowledge_id) as lease:
         _still_held(lease, "upload")
-    if not upload.writable_checked:
+    # Before 0.10 Open WebUI links an upload naming the base without asking whether the key may write there: each
+    # such upload asks just before it is sent.
+    if not upload.writable_checked or (upload.links_itself and not release.link_checks_write_access):
         await _check_writable(app, knowledge_id)
     await _tell(progress, 1, 4, "uploading")
     await checkpoint()  # a call cancelled by now uploads nothing

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance, User
 from tests.live.stdio import stdio_session
+from tests.live.test_live_sync import run_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +143,27 @@ async def test_user_sees_and_writes_only_what_it_may(live_openwebui: Instance, l
         own_text = f"# Mine\n\nThe user's own note {uuid.uuid4().hex}."
         added = await server.ok("knowledge_add", {"knowledge_id": bases.own, "text": own_text, "title": "mine"})
         assert owui.files_of(inst, bases.own) == {bases.own_file, added["file_id"]}
+
+
+def test_sync_writes_only_where_the_key_may(
+    live_openwebui: Instance, live_user: User, bases: Bases, tmp_path: Path
+) -> None:
+    """`sync` with the user's key: into the admin's base shared read-only, every file fails and nothing is left in
+    Open WebUI (0.9.6 to 0.9.x would link an upload naming the base without asking: the server asks first); into
+    the user's own base, every file is added (an upload that links itself, from 0.9.6, for a user who is no admin)."""
+    inst, key = live_openwebui, live_user.api_key
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(3):
+        (folder / f"note-{n}.md").write_text(f"# Note {n}\n\nA line only this note has: {uuid.uuid4().hex}.\n")
+    files_before = owui.file_ids(inst)
+    refused = run_sync(inst, folder, bases.shared, api_key=key)
+    assert refused.code == 1, refused.lines
+    assert (refused.summary["added"], refused.summary["failed"]) == (0, 3), refused.lines
+    assert owui.file_ids(inst) == files_before, "a refused sync left files in Open WebUI"
+    assert owui.files_of(inst, bases.shared) == {bases.shared_file}
+
+    own_before = owui.files_of(inst, bases.own)
+    added = run_sync(inst, folder, bases.own, api_key=key)
+    assert (added.code, added.summary["added"]) == (0, 3), added.lines
+    assert len(owui.files_of(inst, bases.own) - own_before) == 3, added.lines

@@ -62,14 +62,15 @@ class Run:
         return {name: int(value) for name, value in found[0].groupdict().items()}
 
 
-def sync_env(inst: Instance) -> dict[str, str]:
-    """The admin's credentials and nothing else of this server's configuration (no proxies: Open WebUI is local)."""
+def sync_env(inst: Instance, api_key: str | None = None) -> dict[str, str]:
+    """The admin's credentials (or `api_key`'s) and nothing else of this server's configuration (no proxies: Open
+    WebUI is local)."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENWEBUI_", "RAG_", "REDIS_")) and "proxy" not in name.lower()
     }
-    env.update({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": inst.api_key, "OPENWEBUI_TIMEOUT": "60"})
+    env.update({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": api_key or inst.api_key, "OPENWEBUI_TIMEOUT": "60"})
     return env
 
 
@@ -77,17 +78,25 @@ def command(folder: Path, knowledge_id: str, *flags: str) -> list[str]:
     return [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id, *flags]
 
 
-def run_sync(inst: Instance, folder: Path, knowledge_id: str, *flags: str, timeout: float = RUN_TIMEOUT) -> Run:
+def run_sync(
+    inst: Instance,
+    folder: Path,
+    knowledge_id: str,
+    *flags: str,
+    timeout: float = RUN_TIMEOUT,
+    api_key: str | None = None,
+) -> Run:
     started = time.monotonic()
     done = subprocess.run(
         command(folder, knowledge_id, *flags),
-        env=sync_env(inst),
+        env=sync_env(inst, api_key),
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
     assert inst.api_key not in done.stdout + done.stderr
+    assert api_key is None or api_key not in done.stdout + done.stderr
     return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started)
 
 
