@@ -41,8 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def live_openwebui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
-    """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session."""
+def live_openwebui(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session, which prints the
+    end of its log when a test failed (the log goes with the session's temporary folder)."""
     version = live_version()
     started = time.monotonic()
     workdir = tmp_path_factory.mktemp(f"openwebui-{version}")
@@ -69,6 +70,27 @@ def live_openwebui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instanc
         yield instance
     finally:
         openwebui_local.stop(instance)
+        if request.session.testsfailed:
+            _show_log_end(request.config, instance)
+
+
+LOG_LINES_SHOWN = 150
+
+
+def _show_log_end(config: pytest.Config, instance: Instance) -> None:
+    """The last lines of Open WebUI's log, past pytest's capture (a teardown's output is otherwise not shown)."""
+    try:
+        lines = instance.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_LINES_SHOWN:]
+    except OSError as error:
+        lines = [f"(its log could not be read: {error})"]
+    text = "\n".join(lines).replace(instance.api_key, "<api key>")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    heading = f"\n---- the last {len(lines)} lines of Open WebUI {instance.version}'s log ({instance.log_path}) ----"
+    if capture is None:
+        print(heading, text, sep="\n")
+        return
+    with capture.global_and_fixture_disabled():
+        print(heading, text, sep="\n")
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from devtools.openwebui_local import Instance
 from tests.live.stdio import SCRIPT
 from tests.live.test_live_sync import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
 
-# 0.10+ let their uploads link themselves; older releases attach with file/add, one at a time: 3 to 8 minutes for this
+# 0.9.6+ let their uploads link themselves; older releases attach with file/add, one at a time: 3 to 8 minutes for this
 # test on 0.6.43 and 0.8.12 in a CI run on this 2-core machine, more than the run has room for beside the rest of their
 # tiers. CI runs it on 0.12.4, 0.10.2 and 0.6.5 (the oldest: there an attach rewrites the base's whole file list, so an
 # attach of the interrupted run that Open WebUI still runs could drop the resumed run's, which the resumed run now waits
