@@ -10,10 +10,10 @@ WebUI slows with the files it holds), for a folder of small Markdown notes in 10
 - **oikb sync** (Open WebUI's own sync tool, `oikb` from PyPI, installed by this benchmark into its own virtual
   environment under the cache), sequential and with `--concurrency`, first run and runs with nothing changed; it
   uploads with the base named in the upload's metadata and leaves processing to Open WebUI, so the time until every
-  file is searchable is measured too: until the base lists every file (from 0.10, marked as written to the base) and
+  file is searchable is measured too: until the base lists every file (from 0.9.6, marked as written to the base) and
   none is pending. oikb needs Open WebUI 0.9.6+;
 - **a floor**: the same uploads straight from httpx, `--concurrency` at a time, each polled until processed and
-  attached (attaches one at a time, as the server does), nothing else; on 0.10+, where `sync` lets its uploads link
+  attached (attaches one at a time, as the server does), nothing else; on 0.9.6+, where `sync` lets its uploads link
   themselves, each upload names the base and is polled until completed (before 0.12.4, and marked as written to the
   base), with no attach.
 
@@ -122,8 +122,8 @@ def oikb_errors(output: str) -> int:
 
 
 def indexed_files(inst: Instance, knowledge_id: str) -> int:
-    """The files the base lists, from 0.10 only those marked as written to its collection (0.10 lists a self-linked
-    upload before it indexes it into the base)."""
+    """The files the base lists, from 0.9.6 only those marked as written to its collection (0.9.6 to 0.10 list a
+    self-linked upload before they index it into the base)."""
     marked = Release.parse(inst.version).links_on_upload
     return len(owui.files_of(inst, knowledge_id, indexed=marked))
 
