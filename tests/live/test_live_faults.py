@@ -125,7 +125,14 @@ async def test_a_replica_killed_mid_write_leaves_nothing_and_frees_the_base(
     redis = started(lambda: replicas.start_redis(tmp_path))
     with VersionProxy(inst.url) as proxy:
         variables = service_variables(
-            proxy.url, inst.api_key, token, REDIS_URL=f"redis://127.0.0.1:{redis.port}/0", XDG_STATE_HOME=str(tmp_path)
+            proxy.url,
+            inst.api_key,
+            token,
+            REDIS_URL=f"redis://127.0.0.1:{redis.port}/0",
+            XDG_STATE_HOME=str(tmp_path),
+            # The killed write's attach may still land until OPENWEBUI_TIMEOUT (plus 5 s) after it was sent, and the
+            # restarted replica waits that long before removing its file: 20 s rather than 60 keeps this test short.
+            OPENWEBUI_TIMEOUT="20",
         )
         replica = started(lambda: replicas.start_server(variables, tmp_path / "replica.log", name="replica"))
         try:

