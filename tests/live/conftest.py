@@ -42,8 +42,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def live_openwebui(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
-    """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session, which prints the
-    end of its log when a test failed (the log goes with the session's temporary folder)."""
+    """A running Open WebUI with an admin API key, on 127.0.0.1; stopped at the end of the session. A test that fails
+    has what Open WebUI logged meanwhile added to its report (the log goes with the session's temporary folder)."""
     version = live_version()
     started = time.monotonic()
     workdir = tmp_path_factory.mktemp(f"openwebui-{version}")
@@ -66,31 +66,48 @@ def live_openwebui(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         f"\nOpen WebUI {version} at {instance.url}: install check {installed - started:.1f} s, "
         f"start {time.monotonic() - installed:.1f} s; log {instance.log_path}"
     )
+    request.config.stash[RUNNING] = instance
     try:
         yield instance
     finally:
+        del request.config.stash[RUNNING]
         openwebui_local.stop(instance)
-        if request.session.testsfailed:
-            _show_log_end(request.config, instance)
 
 
+RUNNING = pytest.StashKey[Instance]()
+LOG_START = pytest.StashKey[int]()  # where Open WebUI's log stood when the test began (0: not started yet)
 LOG_LINES_SHOWN = 150
 
 
-def _show_log_end(config: pytest.Config, instance: Instance) -> None:
-    """The last lines of Open WebUI's log, past pytest's capture (a teardown's output is otherwise not shown)."""
+def _log_size(config: pytest.Config) -> int:
+    instance = config.stash.get(RUNNING, None)
     try:
-        lines = instance.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_LINES_SHOWN:]
-    except OSError as error:
-        lines = [f"(its log could not be read: {error})"]
-    text = "\n".join(lines).replace(instance.api_key, "<api key>")
-    capture = config.pluginmanager.getplugin("capturemanager")
-    heading = f"\n---- the last {len(lines)} lines of Open WebUI {instance.version}'s log ({instance.log_path}) ----"
-    if capture is None:
-        print(heading, text, sep="\n")
-        return
-    with capture.global_and_fixture_disabled():
-        print(heading, text, sep="\n")
+        return instance.log_path.stat().st_size if instance is not None else 0
+    except OSError:
+        return 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[LOG_START] = _log_size(item.config)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report ends with the last lines Open WebUI logged while it ran."""
+    report = yield
+    instance = item.config.stash.get(RUNNING, None)
+    if isinstance(report, pytest.TestReport) and report.failed and instance is not None:
+        try:
+            with instance.log_path.open("rb") as log:
+                log.seek(item.stash.get(LOG_START, 0))
+                lines = log.read().decode("utf-8", errors="replace").splitlines()[-LOG_LINES_SHOWN:]
+        except OSError as error:
+            lines = [f"(its log could not be read: {error})"]
+        text = "\n".join(lines).replace(instance.api_key, "<api key>")
+        report.sections.append((f"Open WebUI {instance.version}'s log while the test ran ({instance.log_path})", text))
+    return report
 
 
 @pytest.fixture(scope="session")
