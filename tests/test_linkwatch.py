@@ -125,3 +125,50 @@ async def test_from_0_11_a_listed_file_is_confirmed_without_the_mark() -> None:
         assert (watch.confirmed, watch.handed_back) == (1, 0)
     finally:
         await client.aclose()
+
+
+async def test_uploads_ready_at_once_share_one_read_of_write_access_begun_after_they_asked() -> None:
+    """0.9.x: each self-linking upload needs a read of the base's write access begun after it was ready to go. Those
+    asking together share one; one asking while a read runs waits for the next; a refusal reaches all who shared it,
+    and the next caller gets a read of its own."""
+    watch = LinkWatch(OpenWebUIClient(make_settings(), transport=mock_transport(new_router())), KB)
+    began: list[int] = []
+    gate = asyncio.Event()
+    refuse = False
+
+    async def read() -> None:
+        began.append(len(began) + 1)
+        await gate.wait()
+        if refuse:
+            raise PermissionError("read-only")
+
+    first = [asyncio.create_task(watch.writable(read)) for _ in range(3)]
+    await _ticks()  # the read begins
+    assert began == [1]
+    late = asyncio.create_task(watch.writable(read))  # asks while the first read runs
+    await _ticks()
+    assert began == [1]
+    assert not late.done()
+    gate.set()
+    await asyncio.gather(*first)
+    await late
+    assert began == [1, 2]  # the late one waited for a read of its own, begun after it asked
+
+    gate.clear()
+    refuse = True
+    refused = [asyncio.create_task(watch.writable(read)) for _ in range(2)]
+    await _ticks()
+    gate.set()
+    outcomes = await asyncio.gather(*refused, return_exceptions=True)
+    assert [type(outcome) for outcome in outcomes] == [PermissionError, PermissionError]
+    assert began == [1, 2, 3]
+    refuse = False
+    await watch.writable(read)
+    assert began == [1, 2, 3, 4]
+    assert watch.write_access_reads == 4
+
+
+async def _ticks() -> None:
+    """Let every task that can run, run (a caller's, then the read's it started)."""
+    for _ in range(5):
+        await asyncio.sleep(0)

@@ -14,13 +14,18 @@ failed after the link), is handed back to its writer, which then reads its statu
 single upload does. Per file that is one request for every few files in flight instead of a status poll or two and a
 name search each (issue 18: Open WebUI is the busy process, and every request costs it).
 
-One watch serves one credential (a `sync` run's): its task runs in the context of the upload that started it.
+Before 0.10 Open WebUI links such an upload without asking whether the key may write to the base, so each upload
+reads the base's write access before it is sent; uploads that are ready at once share one read begun after they all
+asked (`writable`): on 0.9.6 that read, one request per file, took as long as the upload itself on a busy Open WebUI.
+
+One watch serves one credential (a `sync` run's): its tasks run in the context of the upload that started them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from openwebui_rag_mcp import normalize
@@ -50,6 +55,31 @@ class LinkWatch:
     # How the files it was given ended: linked as listed, or handed back to their writer.
     confirmed: int = 0
     handed_back: int = 0
+    # The next read of the base's write access, not yet begun: every upload that asks joins it.
+    _next_read: asyncio.Future[None] | None = None
+    _reading: asyncio.Task[None] | None = None
+    write_access_reads: int = 0
+
+    async def writable(self, read: Callable[[], Awaitable[object]]) -> None:
+        """Return once a read of the base's write access (`read`, which raises when the key may not write) that began
+        after this call has passed; raise its failure. Callers asking while a read runs share the next one."""
+        if self._next_read is None:
+            self._next_read = asyncio.get_running_loop().create_future()
+            if self._reading is None or self._reading.done():
+                self._reading = asyncio.create_task(self._read_write_access(read))
+        await asyncio.shield(self._next_read)
+
+    async def _read_write_access(self, read: Callable[[], Awaitable[object]]) -> None:
+        while self._next_read is not None:
+            answer, self._next_read = self._next_read, None
+            self.write_access_reads += 1
+            try:
+                await read()
+            except Exception as error:
+                answer.set_exception(error)
+                answer.exception()  # retrieved here: a caller cancelled meanwhile leaves no warning behind
+            else:
+                answer.set_result(None)
 
     async def linked(self, file_id: str, within: float) -> normalize.FileRecord | None:
         """The file as the base lists it once it is linked; None when the writer must look for itself: the file

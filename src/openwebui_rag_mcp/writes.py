@@ -7,6 +7,7 @@ on failure says which stage failed, which file exists because of it, and whether
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -487,6 +488,9 @@ class Upload:
     # The caller checked that the key may write to the base (`sync`, once per run): Open WebUI refuses the attach or
     # the link of a base that has become read-only since, and the file is then removed again.
     writable_checked: bool = False
+    # Called once an upload that links itself has been answered, before Open WebUI's processing is awaited (`sync`:
+    # the next upload may start while this one is indexed).
+    sent: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,7 +523,10 @@ async def upload_to_base(
     # Before 0.10 Open WebUI links an upload naming the base without asking whether the key may write there: each
     # such upload asks just before it is sent.
     if not upload.writable_checked or (upload.links_itself and not release.link_checks_write_access):
-        await _check_writable(app, knowledge_id)
+        if upload.watch is not None:  # one read for the uploads that are ready at once
+            await upload.watch.writable(functools.partial(_check_writable, app, knowledge_id))
+        else:
+            await _check_writable(app, knowledge_id)
     await _tell(progress, 1, 4, "uploading")
     await checkpoint()  # a call cancelled by now uploads nothing
     # Recorded before the upload request, so that a process killed from here on leaves a file the next start (or the
@@ -592,6 +599,8 @@ async def _upload_and_attach(
         raise failed from None
     if tracked is not None:
         await tracked.uploaded(uploaded.file_id)
+    if upload.links_itself and upload.sent is not None:
+        upload.sent()
     try:
         if upload.links_itself:
             done = await _process_linked(app, release, knowledge_id, uploaded, progress, upload)
