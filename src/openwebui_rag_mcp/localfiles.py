@@ -9,8 +9,9 @@ limit, and holding the bytes its size says (a pseudo-file such as /proc/self/env
 Hard links are read: a hard link is the file itself, not a pointer that can be moved, and linking another user's
 file needs rights over it on systems that protect hard links (Linux's default).
 
-`read_under` is the blocking core (for the sync command's folder walk too); `read_source` is `knowledge_add_file`'s
-entry, which runs it in a worker thread so that a slow disk never stalls the event loop."""
+`read_under` is the blocking core (`open_folder` and `read_in` its halves, for the sync command's folder walk);
+`read_source` is `knowledge_add_file`'s entry, which runs it in a worker thread so that a slow disk never stalls the
+event loop."""
 
 from __future__ import annotations
 
@@ -67,10 +68,21 @@ def read_under(root: Path | str, relative: str, limit: int) -> bytes:
     `root`, opened once without following any link; at most `limit` bytes, never empty. `root` is a real path (no
     links: `os.path.realpath`, as OPENWEBUI_UPLOAD_DIRS holds them). Raises `Refusal`. Blocking: call it from a
     worker thread in async code."""
-    if not _CAN_WALK:
-        raise Refusal("forbidden", "cannot be read safely on this system (no O_NOFOLLOW or directory descriptors)")
     names = _names(relative)
     real_root = os.path.abspath(root)
+    directory = open_folder(real_root, names[:-1])
+    try:
+        return read_in(directory, names[-1], real_root, limit)
+    finally:
+        os.close(directory)
+
+
+def open_folder(real_root: str, names: list[str]) -> int:
+    """A descriptor of the folder `names` under `real_root` (a real path), opened from the root down one folder at a
+    time without following any link (`sync` opens each folder once and reads its files with `read_in`). The caller
+    closes it. Raises `Refusal`."""
+    if not _CAN_WALK:
+        raise Refusal("forbidden", "cannot be read safely on this system (no O_NOFOLLOW or directory descriptors)")
     if os.path.realpath(real_root) != real_root:  # the root itself is trusted only as the real path it names
         raise Refusal("forbidden", f"is under {real_root!r}, which is reached through a link; give its real path")
     try:
@@ -78,13 +90,14 @@ def read_under(root: Path | str, relative: str, limit: int) -> bytes:
     except OSError as error:
         raise _unreadable(error, "its folder") from None
     try:
-        for name in names[:-1]:
+        for name in names:
             inner = _enter(directory, name)
             os.close(directory)
             directory = inner
-        return _read_file(directory, names[-1], real_root, limit)
-    finally:
+    except BaseException:
         os.close(directory)
+        raise
+    return directory
 
 
 def _names(relative: str) -> list[str]:
@@ -107,7 +120,9 @@ def _enter(directory: int, name: str) -> int:
         raise _unreadable(error, f"its folder {name!r}") from None
 
 
-def _read_file(directory: int, name: str, real_root: str, limit: int) -> bytes:
+def read_in(directory: int, name: str, real_root: str, limit: int) -> bytes:
+    """The bytes of the regular file `name` in the folder opened as `directory` (`open_folder`), under `real_root`,
+    opened once without following a link; at most `limit` bytes, never empty. Raises `Refusal`."""
     try:
         seen = os.stat(name, dir_fd=directory, follow_symlinks=False)
     except FileNotFoundError:
@@ -152,7 +167,7 @@ def _check_place(handle: int, real_root: str) -> None:
         where = os.readlink(f"/proc/self/fd/{handle}")
     except OSError:
         return
-    if not Path(where).is_relative_to(real_root):
+    if where != real_root and not where.startswith(real_root.rstrip("/") + "/"):  # both real paths: no "..", no "//"
         raise Refusal("forbidden", "was outside its folder once opened (a folder was moved while it was read)")
 
 

@@ -70,7 +70,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.linkwatch import LinkWatch
-from openwebui_rag_mcp.localfiles import Refusal, read_under
+from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 
@@ -105,7 +105,6 @@ _UPLOAD_AGAIN_AFTER_SECONDS = 2.0
 
 @dataclass(frozen=True, slots=True)
 class LocalFile:
-    path: Path
     relative: str  # with "/" separators
     key: str  # the name part that identifies the file in the base
     digest: str  # the whole SHA-256 of its bytes when mirrored, else its first 12 hex digits
@@ -114,6 +113,10 @@ class LocalFile:
     mirrored: bool = False  # the base mirrors the folder (0.9.6+): the file keeps its own name and folder
     sha256: str = ""  # the whole SHA-256 of its bytes
     root: str = ""  # the real path of the synced folder, which every read starts from (localfiles.read_under)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root, self.relative)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -298,17 +301,32 @@ def scan(folder: Path, max_bytes: int, *, mirrored: bool = False) -> tuple[list[
         for name in [d for d in dirs if (Path(root) / d).is_symlink()]:  # listed, never entered: still there
             where = (Path(root) / name).relative_to(folder).as_posix()
             skipped.append(Skipped(where, "a link to a folder (links are not followed)", folder=True))
-        for name in sorted(files):
-            if not name.startswith("."):
-                path = Path(root) / name
-                outcome = _scan_one(path, path.relative_to(folder).as_posix(), max_bytes, mirrored, real_root)
+        names = sorted(name for name in files if not name.startswith("."))
+        if not names:
+            continue
+        inside = Path(root).relative_to(folder).as_posix()
+        prefix = "" if inside == "." else f"{inside}/"
+        # The folder is opened once, from the root down without following links, and its files are read from it:
+        # per file that is one look and one open, not a walk from the root (issue 18: a 2,000-file scan).
+        try:
+            directory = open_folder(real_root, prefix.split("/")[:-1])
+        except Refusal as refusal:  # gone since the walk, swapped for a link, no permission
+            skipped.extend(Skipped(prefix + name, refusal.reason) for name in names)
+            continue
+        try:
+            for name in names:
+                outcome = _scan_one(directory, name, prefix + name, max_bytes, mirrored, real_root)
                 (found if isinstance(outcome, LocalFile) else skipped).append(outcome)  # type: ignore[arg-type]
+        finally:
+            os.close(directory)
     return found, skipped
 
 
-def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool, root: str) -> LocalFile | Skipped:
+def _scan_one(
+    directory: int, name: str, relative: str, max_bytes: int, mirrored: bool, root: str
+) -> LocalFile | Skipped:
     try:
-        info = path.lstat()
+        info = os.stat(name, dir_fd=directory, follow_symlinks=False)
     except OSError as error:
         return Skipped(relative, f"could not be looked at ({_why(error)})")
     if not stat.S_ISREG(info.st_mode):
@@ -322,15 +340,15 @@ def _scan_one(path: Path, relative: str, max_bytes: int, mirrored: bool, root: s
     if info.st_size == 0:  # Open WebUI holds no text for it; an editor may be saving it
         return Skipped(relative, "empty: there is nothing for Open WebUI to hold", fails=False)
     try:
-        # Opened once from the folder down without following links (a link or FIFO swapped in since the look above
-        # is refused, never read): what was checked is what is read.
-        content = read_under(root, relative, max_bytes)
+        # Opened once from its folder without following links (a link or FIFO swapped in since the look above is
+        # refused, never read): what was checked is what is read.
+        content = read_in(directory, name, root, max_bytes)
     except Refusal as refusal:  # gone since the walk, swapped, no permission, grew, a disk error
         return Skipped(relative, refusal.reason)
     sha256 = hashlib.sha256(content).hexdigest()
     key, extension = key_of(relative)
     digest = sha256 if mirrored else sha256[:_DIGEST_CHARS]
-    return LocalFile(path, relative, key, digest, extension, len(content), mirrored, sha256, root)
+    return LocalFile(relative, key, digest, extension, len(content), mirrored, sha256, root)
 
 
 def _why(error: OSError) -> str:

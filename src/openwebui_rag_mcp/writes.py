@@ -73,6 +73,7 @@ _POLL_FIRST_DELAY = 0.2
 _POLL_MAX_DELAY = 2.0
 # Dots go too, so no "..", hidden file or second extension can come from a title.
 _UNSAFE_FILENAME = re.compile(r"[^\w\- ]+")
+_UNDERSCORE_RUNS = re.compile(r"[\s_]+")
 
 
 async def _no_progress(progress: float, total: float, message: str) -> None:
@@ -96,7 +97,7 @@ def safe_filename(title: str) -> str:
     """
     name = unicodedata.normalize("NFKC", title)
     name = _UNSAFE_FILENAME.sub("_", name).strip(" _")
-    name = re.sub(r"[\s_]+", "_", name)
+    name = _UNDERSCORE_RUNS.sub("_", name)
     name = name.encode()[: FILENAME_MAX_BYTES - len(".md")].decode("utf-8", "ignore").strip("_")
     return f"{name or 'document'}.md"
 
