@@ -11,6 +11,7 @@ import pytest
 import respx
 from mcp import Client
 
+from openwebui_rag_mcp import citations
 from openwebui_rag_mcp.citations import Document, Documents, line_span, link
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import BASE_URL, make_settings, mock_transport
@@ -65,7 +66,7 @@ def test_the_link_opens_the_file_at_its_page_and_escapes_the_id() -> None:
 
 
 def test_the_document_memory_keeps_what_fits_and_drops_the_oldest() -> None:
-    five, three = Document("12345", "t", None), Document("123", None, "s")
+    five, three = Document("12345", "t", None).split(), Document("123", None, "s").split()
     memory = Documents(max_chars=2 * five.cost + 3)
     memory.put(("me", "a", "h"), five)
     memory.put(("me", "b", "h"), five)
@@ -74,7 +75,7 @@ def test_the_document_memory_keeps_what_fits_and_drops_the_oldest() -> None:
     assert memory.get(("me", "b", "h")) is None
     assert memory.get(("me", "a", "h")) == five
     assert memory.get(("me", "c", "h")) == three
-    memory.put(("me", "d", "h"), Document("x" * memory.max_chars, None, None))  # larger than all of it: never kept
+    memory.put(("me", "d", "h"), Document("x" * memory.max_chars, None, None).split())  # larger than all: never kept
     assert memory.get(("me", "d", "h")) is None
     assert memory.get(("you", "a", "h")) is None  # what one caller read is not another's
 
@@ -83,7 +84,13 @@ def test_a_document_keeps_only_what_a_citation_needs() -> None:
     body = {"data": {"content": "text"}, "meta": {"data": {"title": "T" * 5_000, "source": "s", "notes": "n" * 10**6}}}
     document = Document.of(body)
     assert (document.text, document.title, document.source) == ("text", "T" * 1_000, "s")
-    assert document.cost < 5_000  # the notes are not kept
+    assert document.split().cost < 5_000  # the notes are not kept
+
+
+def test_a_split_document_costs_its_words_and_its_lines() -> None:
+    split = Document("one  two\n\n three\n", None, None).split()
+    assert split.words.joined == "one two three"
+    assert split.words.cost == len("one two three") + 2 * citations.LINE_CHARS
 
 
 def test_a_long_repetitive_document_is_searched_in_linear_time() -> None:
@@ -199,6 +206,31 @@ async def test_each_document_is_read_once_and_not_again_while_its_hash_is_the_sa
     reads = [call.request.url.path for call in router.calls if call.request.url.path.startswith("/api/v1/files/")]
     # The guide once (its chunks carry its text's hash); the manual on every search (they do not match).
     assert sorted(reads) == sorted([f"/api/v1/files/{GUIDE}"] + [f"/api/v1/files/{MANUAL}"] * 3)
+
+
+@pytest.mark.parametrize("inline_chars", [citations.INLINE_CHARS, 0])  # searched on the event loop, or in a thread
+async def test_a_document_kept_in_memory_is_not_split_again(
+    router: respx.Router, monkeypatch: pytest.MonkeyPatch, inline_chars: int
+) -> None:
+    monkeypatch.setattr(citations, "INLINE_CHARS", inline_chars)
+    splits: list[str] = []
+    split = citations.Words.of
+
+    def counted(text: str) -> citations.Words:
+        splits.append(text)
+        return split(text)
+
+    monkeypatch.setattr(citations.Words, "of", counted)
+    routed(router)
+    upstream(router, [hit("# Fruit", GUIDE, "g.md", GUIDE_TEXT), hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT)])
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        for _ in range(3):
+            result = await client.call_tool("knowledge_search", {"query": "fruit", "knowledge_ids": [KB]})
+            assert isinstance(result.structured_content, dict)
+            found = [(c["start_line"], c["end_line"], c["title"]) for c in result.structured_content["results"]]
+            assert found == [(1, 1, "Fruit guide"), (7, 7, "Fruit guide")]
+    assert splits == [GUIDE_TEXT]  # once, for both hits and all three searches
 
 
 async def test_a_document_that_cannot_be_read_leaves_its_hits_without_lines(router: respx.Router) -> None:

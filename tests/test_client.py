@@ -573,3 +573,88 @@ async def test_a_read_that_broke_late_is_not_retried_past_the_budget() -> None:
     assert failure.code in ("upstream_unavailable", "timeout")
     assert len(attempts) == 2  # retried once, at once, and cut off at the deadline
     assert spent < 1.0 + 0.15
+
+
+async def test_requests_share_a_few_kept_alive_connections_and_closing_closes_them() -> None:
+    """Without a transport given, requests go over POOLS pools of kept-alive connections (httpcore's bookkeeping
+    grows with each pool's connections): a burst of reads opens no more than it needs, reuses them, and aclose
+    closes them all."""
+    from openwebui_rag_mcp.client import transport
+
+    opened: list[asyncio.StreamWriter] = []
+    ended = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(writer)
+        body = b'{"version": "0.12.4"}'
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            if all(w.is_closing() for w in opened):
+                ended.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        client = OpenWebUIClient(make_settings(f"http://127.0.0.1:{port}"))
+        for _ in range(3):  # three bursts, each as many reads at once as there are pools, twice over
+            await asyncio.gather(*(client._send("GET", "api/version") for _ in range(2 * transport.POOLS)))
+        assert transport.POOLS <= len(opened) <= 2 * transport.POOLS  # kept alive between the bursts
+        await client.aclose()
+        await asyncio.wait_for(ended.wait(), 5)
+
+
+async def test_a_request_goes_to_the_least_busy_pool_and_one_at_a_time_stay_in_the_first() -> None:
+    """One caller at a time keeps using the first pool (its kept-alive connection, not a new one in each pool in
+    turn); requests in flight at once spread over the pools; a pool is busy until its answer's body is closed, also
+    when the request failed; closing closes every pool."""
+    from openwebui_rag_mcp.client.transport import _Pools
+
+    served: list[int] = []
+    closed: list[int] = []
+    release, all_held = asyncio.Event(), asyncio.Event()
+
+    class Pool(httpx.AsyncBaseTransport):
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            served.append(self.number)
+            if request.url.path == "/held":
+                if len(served) == 4:
+                    all_held.set()
+                await release.wait()
+            if request.url.path == "/broken":
+                raise httpx.ConnectError("refused", request=request)
+            return httpx.Response(200, json={"version": "0.12.4"})
+
+        async def aclose(self) -> None:
+            closed.append(self.number)
+
+    async with httpx.AsyncClient(transport=_Pools([Pool(n) for n in range(3)])) as http:
+        for _ in range(4):
+            (await http.get("http://owui.test/api/version")).raise_for_status()
+        with pytest.raises(httpx.ConnectError):
+            await http.get("http://owui.test/broken")
+        assert served == [0, 0, 0, 0, 0]  # one at a time: always the first
+
+        served.clear()
+        held = [asyncio.create_task(http.get("http://owui.test/held")) for _ in range(4)]
+        await all_held.wait()
+        assert served == [0, 1, 2, 0]  # at once: the least busy, the first of those
+        release.set()
+        assert all(answer.status_code == 200 for answer in await asyncio.gather(*held))
+
+        served.clear()
+        async with http.stream("GET", "http://owui.test/api/version") as streamed:
+            (await http.get("http://owui.test/api/version")).raise_for_status()  # the first pool is still busy
+            await streamed.aread()
+        (await http.get("http://owui.test/api/version")).raise_for_status()
+        assert served == [0, 1, 0]
+    assert sorted(closed) == [0, 1, 2]

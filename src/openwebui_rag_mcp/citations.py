@@ -5,9 +5,9 @@ link that opens the document in Open WebUI, and the title and source given at up
 Open WebUI's chunk metadata holds no usable position (`start_index` counts from the start of a section, and in a
 base's collection it is usually 0) and, from 0.11, its own `source` (the filename) replaces the one given at upload.
 So the documents of the hits are read with the caller's credential, one request each, a few at a time, and each
-fragment is found in its text; a document is read again only when its text changed (`Documents`). A document that
-cannot be read leaves its hits as they were, with no lines: a citation never fails a search. (The page is read from
-the chunk's own metadata, in `normalize.page_of`.)
+fragment is found in its text; a document is read again only when its text changed, and split into words again only
+then (`Documents` keeps it split). A document that cannot be read leaves its hits as they were, with no lines: a
+citation never fails a search. (The page is read from the chunk's own metadata, in `normalize.page_of`.)
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -34,6 +35,10 @@ LABEL_MAX_CHARS = 1_000  # of a title or a source kept for a citation
 ENTRY_CHARS = 512  # an entry's key and bookkeeping, counted as characters
 # Characters of document text kept for citations, over all callers (about 64 MB at most).
 CACHE_MAX_CHARS = 16 * 1024 * 1024
+LINE_CHARS = 4  # what a line's two numbers in `Words` take, counted as characters (16 bytes, 4 bytes a character)
+# Fragments of documents already split, up to this many characters of words in all, are placed on the event loop:
+# a few `str.find` over them (well under a millisecond) cost less CPU than handing them to a worker thread and back.
+INLINE_CHARS = 256 * 1024
 # Words a fragment is found by when it is not found whole (Open WebUI re-splits and re-joins some texts): the first
 # ones give the first line, the last ones the last.
 EDGE_WORDS = 12
@@ -46,14 +51,14 @@ class Words:
     Built line by line (not word by word: a table of short cells has a million words)."""
 
     joined: str  # the words of every line that has any, one space between words and between lines
-    starts: list[int]  # where each of those lines starts in `joined`
-    numbers: list[int]  # and its number in the text, from 1, lines ending at "\n" as knowledge_get_file counts them
+    starts: array[int]  # where each of those lines starts in `joined`
+    numbers: array[int]  # and its number in the text, from 1, lines ending at "\n" as knowledge_get_file counts them
 
     @classmethod
     def of(cls, text: str) -> Words:
         parts: list[str] = []
-        starts: list[int] = []
-        numbers: list[int] = []
+        starts = array("q")
+        numbers = array("q")
         offset = 0
         for number, line in enumerate(text.split("\n"), start=1):
             words = line.split()
@@ -64,6 +69,11 @@ class Words:
                 numbers.append(number)
                 offset += len(squeezed) + 1
         return cls(" ".join(parts), starts, numbers)
+
+    @property
+    def cost(self) -> int:
+        """What it takes in memory, in characters: the words and the numbers of their lines."""
+        return len(self.joined) + LINE_CHARS * len(self.starts)
 
     def line_at(self, position: int) -> int:
         return self.numbers[bisect_right(self.starts, position) - 1]
@@ -118,30 +128,45 @@ class Document:
         title, source = normalize.text_or_none(uploaded.get("title")), normalize.text_or_none(uploaded.get("source"))
         return cls(text, title[:LABEL_MAX_CHARS] if title else None, source[:LABEL_MAX_CHARS] if source else None)
 
+    def split(self) -> Split:
+        """The document as citations use it and `Documents` keeps it: its words (linear in the text, so called in a
+        worker thread for a document just read), the title and the source."""
+        return Split(Words.of(self.text), self.title, self.source)
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A document split into words for placing fragments, with the title and source given at its upload."""
+
+    words: Words
+    title: str | None
+    source: str | None
+
     @property
     def cost(self) -> int:
-        """What it takes in memory, in characters: its text and a bound for the rest of an entry."""
-        return len(self.text) + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
+        """What it takes in memory, in characters: its words and a bound for the rest of an entry."""
+        return self.words.cost + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
 
 
 class Documents:
-    """The texts of documents read for citations, by (caller, file, SHA-256 of the text): a hit whose chunk carries
-    its document's hash (Open WebUI keeps the SHA-256 of the extracted text in every chunk) is cited without reading
-    the document again, and a changed document has another hash. Only texts whose own hash is that one are kept, and
-    only for the caller that read them; the least recently used go first past `max_chars` in all."""
+    """The documents read for citations, split into words, by (caller, file, SHA-256 of the text): a hit whose chunk
+    carries its document's hash (Open WebUI keeps the SHA-256 of the extracted text in every chunk) is cited without
+    reading the document again or splitting it again, and a changed document has another hash. Only texts whose own
+    hash is that one are kept, and only for the caller that read them; the least recently used go first past
+    `max_chars` in all."""
 
     def __init__(self, max_chars: int = CACHE_MAX_CHARS) -> None:
         self.max_chars = max_chars
-        self._texts: OrderedDict[tuple[str, str, str], Document] = OrderedDict()
+        self._texts: OrderedDict[tuple[str, str, str], Split] = OrderedDict()
         self._chars = 0
 
-    def get(self, key: tuple[str, str, str]) -> Document | None:
+    def get(self, key: tuple[str, str, str]) -> Split | None:
         text = self._texts.get(key)
         if text is not None:
             self._texts.move_to_end(key)
         return text
 
-    def put(self, key: tuple[str, str, str], document: Document) -> None:
+    def put(self, key: tuple[str, str, str], document: Split) -> None:
         if document.cost > self.max_chars or key in self._texts:
             return
         self._texts[key] = document
@@ -165,7 +190,8 @@ async def cite(
 ) -> list[Chunk]:
     """`results` with page, lines, link and the title and source given at upload. `sources` are each fragment's
     whole text (`results` may hold it cut) and its document's hash; `read_file` is the client's `file`."""
-    read: dict[str, Document | None] = {}
+    read: dict[str, Document | Split | None] = {}
+    verified: dict[str, str] = {}  # file_id: the hash its text was found to have, so it is kept once split
     gate = asyncio.Semaphore(READERS)
 
     async def fetch(file_id: str, expected_hash: str | None) -> None:
@@ -178,7 +204,7 @@ async def cite(
                 return
         read[file_id] = found
         if expected_hash and _sha256(found.text) == expected_hash:
-            documents.put((caller, file_id, expected_hash), found)
+            verified[file_id] = expected_hash
 
     hashes: dict[str, str | None] = {}
     for chunk, (_, text_hash) in zip(results, sources, strict=True):
@@ -189,8 +215,15 @@ async def cite(
         if cached is not None:
             read[file_id] = cached
     await asyncio.gather(*(fetch(file_id, text_hash) for file_id, text_hash in hashes.items() if file_id not in read))
-    # Finding the fragments reads every document word by word: in a worker thread, so the event loop goes on.
-    spans = await anyio.to_thread.run_sync(_place_all, results, sources, read)
+    # Splitting a document reads it word by word: in a worker thread, so the event loop goes on. Documents split
+    # before are only searched, here unless they are long.
+    if _split_and_short(read.values()):
+        spans, split = _place_all(results, sources, read)
+    else:
+        spans, split = await anyio.to_thread.run_sync(_place_all, results, sources, read)
+    for file_id, text_hash in verified.items():
+        if file_id in split:
+            documents.put((caller, file_id, text_hash), split[file_id])
     cited: list[Chunk] = []
     for chunk, span in zip(results, spans, strict=True):
         found = read.get(chunk.file_id) if chunk.file_id else None
@@ -208,11 +241,22 @@ async def cite(
     return cited
 
 
+def _split_and_short(documents: Iterable[Document | Split | None]) -> bool:
+    """Every document is split already, and all of them together are short enough to search on the event loop."""
+    total = 0
+    for document in documents:
+        if isinstance(document, Document):
+            return False
+        total += len(document.words.joined) if document is not None else 0
+    return total <= INLINE_CHARS
+
+
 def _place_all(
-    results: Sequence[Chunk], sources: Sequence[tuple[str, str | None]], read: Mapping[str, Document | None]
-) -> list[tuple[int, int] | None]:
-    """The lines of each hit in its document (None where the document is not known), each document split once."""
-    split: dict[str, Words] = {}
+    results: Sequence[Chunk], sources: Sequence[tuple[str, str | None]], read: Mapping[str, Document | Split | None]
+) -> tuple[list[tuple[int, int] | None], dict[str, Split]]:
+    """The lines of each hit in its document (None where the document is not known), and each document of a hit
+    split into words (once, unless it was already)."""
+    split: dict[str, Split] = {}
     spans: list[tuple[int, int] | None] = []
     for chunk, (text, _) in zip(results, sources, strict=True):
         found = read.get(chunk.file_id) if chunk.file_id else None
@@ -220,6 +264,6 @@ def _place_all(
             spans.append(None)
             continue
         if chunk.file_id not in split:
-            split[chunk.file_id] = Words.of(found.text)
-        spans.append(place(split[chunk.file_id], text))
-    return spans
+            split[chunk.file_id] = found.split() if isinstance(found, Document) else found
+        spans.append(place(split[chunk.file_id].words, text))
+    return spans, split
