@@ -77,14 +77,9 @@ from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
 DELETE_FEW = 5
-# Uploads at once (each holds its file's bytes until it ends), processing side by side; attaches take turns.
+# Files in flight at once: each holds its bytes and one upload, processing side by side; attaches take turns.
 CONCURRENCY = 4
 CONCURRENCY_MAX = 16
-# An upload that links itself (0.9.6+) gives its turn to the next once Open WebUI has answered it, and waits for its
-# indexing beside up to this many times `concurrency` files in all: Open WebUI always has the next file to process
-# (issue 18: it is the busy process), and no file's processing timeout runs while a long queue ahead of it is worked
-# through.
-_QUEUED_PER_UPLOAD = 4
 SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
 SOURCE_KEY = "sync_source"  # next to it: the id of the folder it came from
 SOURCE_FILE = ".openwebui-rag-mcp-sync"  # in the synced folder (hidden, so never synced itself): the folder's id
@@ -667,7 +662,6 @@ class _Run:
     # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
     processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
     watch: LinkWatch | None = None  # where uploads that link themselves are awaited together
-    sending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CONCURRENCY))  # turns to upload
 
     def __post_init__(self) -> None:
         self.watch = LinkWatch(self.app.client, self.knowledge_id)
@@ -775,10 +769,9 @@ class _Run:
         self.say("dry run: nothing was changed")
 
     async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str]) -> int:
-        """Renames, additions and replacements, their uploads `concurrency` at a time (an upload that links itself
-        then waits for Open WebUI beside at most `_QUEUED_PER_UPLOAD` times as many; attaches take turns under the
-        base's lock), then the removals: a document goes only once every upload that could replace it has ended. One
-        line per file as each ends."""
+        """Renames, additions and replacements `concurrency` at a time (each holds one file's bytes; their attaches
+        take turns under the base's lock), then the removals: a document goes only once every upload that could
+        replace it has ended. One line per file as each ends."""
         steps: list[tuple[str, str, Callable[[], Awaitable[Problem | None]]]] = [
             ("rename", file.relative, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
         ]
@@ -787,13 +780,9 @@ class _Run:
         total = len(steps) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
-        self.sending = asyncio.Semaphore(self.concurrency)
-        queued = asyncio.Semaphore(self.concurrency * _QUEUED_PER_UPLOAD)
-        removing = asyncio.Semaphore(self.concurrency)
+        turns = asyncio.Semaphore(self.concurrency)
 
-        async def run(
-            action: str, name: str, step: Callable[[], Awaitable[Problem | None]], turns: asyncio.Semaphore = queued
-        ) -> None:
+        async def run(action: str, name: str, step: Callable[[], Awaitable[Problem | None]]) -> None:
             nonlocal done
             async with turns:
                 problem = await step()
@@ -809,7 +798,7 @@ class _Run:
                 group.start_soon(run, action, name, step)
         async with anyio.create_task_group() as group:
             for entry in removals:
-                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry), removing)
+                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
         self.say(
             f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
@@ -817,41 +806,28 @@ class _Run:
         return SOME_FAILED if failed else OK
 
     async def _rename(self, file: LocalFile, moved: RemoteFile) -> Problem | None:
-        readable = await _read_again(file)  # before its old document goes: a file that cannot be read keeps it
-        if isinstance(readable, Problem):
-            return readable
-        del readable  # read again for its upload, in its turn
-        return await self._remove(moved) or await self._put(file)
+        content = await _read_again(file)  # before its old document goes: a file that cannot be read keeps it
+        if isinstance(content, Problem):
+            return content
+        return await self._remove(moved) or await self._put(file, content)
 
     async def _replace(self, file: LocalFile, old: list[RemoteFile]) -> Problem | None:
         """Add the new version, then remove the old ones: an interrupted run leaves an extra old version, never
         none. When the new bytes give the same text as an old version (a PDF saved again), Open WebUI refuses to
         hold that text twice: then that old version goes first."""
-        problem = await self._put(file)
+        content = await _read_again(file)
+        if isinstance(content, Problem):
+            return content
+        problem = await self._put(file, content)
         holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
         if problem is not None and problem.code == "duplicate_content" and holder is not None:
-            problem = await self._remove(holder) or await self._put(file)
+            problem = await self._remove(holder) or await self._put(file, content)
             old = [entry for entry in old if entry is not holder]
         for entry in old:
             problem = problem or await self._remove(entry)
         return problem
 
-    async def _put(self, file: LocalFile) -> Problem | None:
-        """Upload one file into the base in its turn (`sending`), its bytes read then."""
-        turn = _Turn(self.sending)
-        async with turn:
-            content = await _read_again(file)
-            if isinstance(content, Problem):
-                return content
-            return await self._upload(file, content, functools.partial(self._sent, turn))
-
-    def _sent(self, turn: _Turn) -> None:
-        """An upload that links itself was answered: the next may go, and this one's write access read before it was
-        sent (every upload of the run reads it until one got this far) holds for the run's next uploads."""
-        self.writable_checked = True
-        turn.give_back()
-
-    async def _upload(self, file: LocalFile, content: bytes, sent: Callable[[], None]) -> Problem | None:
+    async def _put(self, file: LocalFile, content: bytes) -> Problem | None:
         """Upload one file into the base (into its folder, made first where missing, when the base mirrors the
         folder), marked with this folder's source id: in its metadata when mirrored, else in its name (Open WebUI
         0.6.5 keeps no upload metadata)."""
@@ -880,7 +856,6 @@ class _Run:
             else None,
             writable_checked=self.writable_checked,
             watch=self.watch,
-            sent=sent,
         )
         try:
             done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
@@ -1011,28 +986,6 @@ async def _read_again(file: LocalFile) -> bytes | Problem:
     if hashlib.sha256(content).hexdigest() != file.sha256:
         return Problem("changed", "the file changed while it was synced; run again")
     return content
-
-
-class _Turn:
-    """A turn to upload, given back when the upload has been answered (`give_back`, for an upload that then waits
-    for Open WebUI's indexing) or else when its whole write ends."""
-
-    def __init__(self, turns: asyncio.Semaphore) -> None:
-        self._turns = turns
-        self._held = False
-
-    async def __aenter__(self) -> _Turn:
-        await self._turns.acquire()
-        self._held = True
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        self.give_back()
-
-    def give_back(self) -> None:
-        if self._held:
-            self._held = False
-            self._turns.release()
 
 
 @dataclass(frozen=True, slots=True)

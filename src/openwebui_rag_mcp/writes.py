@@ -489,9 +489,6 @@ class Upload:
     # The caller checked that the key may write to the base (`sync`, once per run): Open WebUI refuses the attach or
     # the link of a base that has become read-only since, and the file is then removed again.
     writable_checked: bool = False
-    # Called once an upload that links itself has been answered, before Open WebUI's processing is awaited (`sync`:
-    # the next upload may start while this one is indexed).
-    sent: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,8 +597,6 @@ async def _upload_and_attach(
         raise failed from None
     if tracked is not None:
         await tracked.uploaded(uploaded.file_id)
-    if upload.links_itself and upload.sent is not None:
-        upload.sent()
     try:
         if upload.links_itself:
             done = await _process_linked(app, release, knowledge_id, uploaded, progress, upload)

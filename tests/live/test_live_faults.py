@@ -315,6 +315,14 @@ async def test_twenty_adds_over_two_replicas_while_one_is_killed(
         stack.stop()
 
 
+def _described(inst: Instance, file_id: str) -> str:
+    """A file's name, processing status and collection, for a failure's report."""
+    with owui.client(inst) as http:
+        record: dict[str, Any] = http.get(f"/api/v1/files/{file_id}").json()
+    data, meta = record.get("data") or {}, record.get("meta") or {}
+    return f"{record.get('filename')}: {data.get('status')} {meta.get('collection_name')} {data.get('error')}"
+
+
 def _title(inst: Instance, file_id: str) -> str:
     with owui.client(inst) as http:
         record: dict[str, Any] = http.get(f"/api/v1/files/{file_id}").json()
@@ -403,7 +411,8 @@ def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.F
     names = Counter(_title(inst, file_id) for file_id in held)
     assert len(held) == 30, names
     assert all(count == 1 for count in names.values()), names
-    assert not strays(inst, before, knowledge_id)
+    left = strays(inst, before, knowledge_id)
+    assert not left, (sorted(_described(inst, file_id) for file_id in left), second.stdout, lines)
     third = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert third.returncode == 0, third.stdout
     assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 30 unchanged, 0 failed" in third.stdout
