@@ -406,6 +406,31 @@ async def test_an_unknown_file_id_is_found_by_name_size_hash_and_time(tmp_path: 
     assert resolution.kept == "in-base"
 
 
+async def test_a_running_upload_of_the_same_bytes_is_not_taken_for_a_killed_ones(tmp_path: Path) -> None:
+    """A killed write's upload, known only by name, size and bytes (0.6.5 keeps no upload metadata), and a running
+    write uploading the very same file (a `sync` resuming the killed one), its file made but not yet attached:
+    recovery leaves both alone until that write has ended, then settles the killed one's record."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, None)
+    (dead,) = await records(inflight)
+    made = int(clock[0]) + 1
+    resumed = {"id": "resumed", "filename": "a.md", "created_at": made, "meta": {"size": 5, "file_hash": dead.sha256}}
+    upstream = FakeUpstream(files=[resumed])
+    async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60) as running:
+        await running.uploaded("resumed")
+        (resolution,) = await recover(inflight, upstream, OWNER)
+        assert upstream.deleted == []
+        assert "running write is uploading the same file" in str(resolution)
+        upstream.listed = {"kb": {"resumed"}}  # attached
+        running.settle()
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert upstream.deleted == []
+    assert resolution.kept == "resumed"
+    assert await records(inflight) == []
+
+
 async def test_an_unreadable_base_keeps_the_record(tmp_path: Path) -> None:
     inflight = journal(tmp_path)
     with pytest.raises(RuntimeError):

@@ -443,6 +443,11 @@ async def resolve(inflight: Inflight, upstream: Upstream, record: Record, hold: 
 async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Resolution:
     try:
         candidates: list[str | None] = [record.file_id]
+        if record.file_id is None and not record.marked and await _same_bytes_in_flight(inflight, record):
+            # Its name, size and bytes are all that tell its file, and a live write is uploading the very same (a
+            # `sync` resuming a killed one): that write's file, not yet attached, would pass for this one's.
+            why = "a running write is uploading the same file; looked at after it"
+            return Resolution(record, (), None, why)
         if record.file_id is None:
             named = await upstream.files_named(record.filename)
             candidates = [_file_id(item) for item in named if _made_by(item, record)]
@@ -497,6 +502,17 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
         return Resolution(record, (), None, f"{failure.code}: {failure.message}")
     await inflight.drop(record)
     return Resolution(record, tuple(deleted), kept)
+
+
+async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
+    """Whether a running write of the same credential is uploading a file of the record's name and bytes."""
+    now = inflight.now()
+    return any(
+        other.id != record.id
+        and not other.writer_gone(now)
+        and (other.filename, other.size, other.sha256) == (record.filename, record.size, record.sha256)
+        for other in await inflight.records(record.owner)
+    )
 
 
 def _attach_margin(record: Record) -> float:
