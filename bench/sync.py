@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,8 @@ def rerun(command: list[str], env: dict[str, str], *, failures: bool = False) ->
     return [timed_run(command, env, failures=failures) for _ in range(AGAIN)]
 
 
-def median_of(runs: list[Ran]) -> str:
-    return f"{statistics.median(ran.seconds for ran in runs):.2f}"
+def median_of(runs: list[Ran]) -> float:
+    return statistics.median(ran.seconds for ran in runs)
 
 
 @dataclass(frozen=True)
@@ -110,10 +111,6 @@ def timed_run(command: list[str], env: dict[str, str], *, failures: bool = False
     if process.returncode != 0 and not failures:
         raise RuntimeError(f"{command[0]} failed ({process.returncode}): {said[-4000:]}")
     return Ran(seconds, said, usage.ru_maxrss / 1024)  # Linux reports KiB
-
-
-def peak(ran: Ran) -> str:
-    return f"{ran.peak_mib:.0f}"
 
 
 def oikb_errors(output: str) -> int:
@@ -223,60 +220,138 @@ def fresh(version: str, root: Path, name: str) -> Iterator[tuple[Instance, dict[
         owui.stop(inst)
 
 
-def run(version: str, files: int, concurrency: int) -> str:
-    rows: list[tuple[str, str, str, str, str]] = []
+@dataclass(frozen=True)
+class Measured:
+    """One way's first run on a fresh Open WebUI, and its runs with nothing changed."""
+
+    exits: float
+    searchable: float | None  # None: the base never held every file
+    again: float | None  # median of AGAIN runs with nothing changed (None for the floor)
+    peak_mib: float | None
+    note: str = ""
+
+
+def measure_ours(version: str, root: Path, folder: Path, files: int, concurrency: int) -> Measured:
+    with fresh(version, root, "ours") as (inst, env):
+        ours = owui.create_knowledge(inst, "bench-sync-ours", "", private=True)
+        command = [sys.executable, "-m", "openwebui_rag_mcp", "sync", str(folder), "--knowledge-id", ours]
+        command += ["--concurrency", str(concurrency)]
+        first = timed_run(command, env)
+        assert base_is_complete(inst, ours, files), "sync ended before every file was in the base"
+        again = rerun(command, env)
+        assert all(f"{files} unchanged" in ran.output for ran in again), again[0].output[-500:]
+    return Measured(first.seconds, first.seconds, median_of(again), first.peak_mib)
+
+
+def measure_oikb(version: str, root: Path, folder: Path, files: int, workers: int) -> Measured:
+    oikb = str(oikb_executable())
+    with fresh(version, root, f"oikb-{workers}") as (inst, env):
+        base = owui.create_knowledge(inst, f"bench-sync-oikb-{workers}", "", private=True)
+        command = [oikb, "sync", str(folder), "--kb-id", base, "--concurrency", str(workers)]
+        started = time.perf_counter()
+        exited = timed_run(command, env, failures=True)
+        errors = oikb_errors(exited.output)
+        complete = until_complete(inst, base, files - errors, started)
+        held = len(owui.files_of(inst, base))
+        again = rerun(command, env, failures=True)
+    notes = []
+    if errors:
+        notes.append(f"{errors} uploads refused by Open WebUI; {oikb_errors(again[0].output)} on the second run")
+    if complete is None:
+        notes.append(f"the base held {held} of {files} files when nothing more came")
+    return Measured(exited.seconds, complete, median_of(again), exited.peak_mib, "; ".join(notes))
+
+
+def measure_floor(version: str, root: Path, folder: Path, concurrency: int) -> Measured:
+    with fresh(version, root, "floor") as (inst, _):
+        direct = owui.create_knowledge(inst, "bench-sync-floor", "", private=True)
+        contents = [(path.name, path.read_bytes()) for path in sorted(folder.rglob("*.md"))]
+        low = asyncio.run(floor(inst, direct, contents, concurrency))
+    return Measured(low, low, None, None)
+
+
+def _cell(values: Sequence[float | None], digits: int = 1) -> str:
+    """The median of a way's rounds, and their range when there were several (a round that never completed: '-')."""
+    known = sorted(value for value in values if value is not None)
+    if not known:
+        return "-"
+    median = f"{statistics.median(known):.{digits}f}"
+    spread = f" ({known[0]:.{digits}f} to {known[-1]:.{digits}f})" if len(values) > 1 else ""
+    missing = f", {len(values) - len(known)} never" if len(known) < len(values) else ""
+    return median + spread + missing
+
+
+def _known(values: Iterable[float | None]) -> list[float]:
+    return [value for value in values if value is not None]
+
+
+def _ratio(ours: Sequence[float | None], theirs: Sequence[float | None]) -> str:
+    """Per round, ours over theirs (rounds run the ways back to back, so a round's ratio shares its VM's speed)."""
+    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True) if a is not None and b)
+    if not ratios:
+        return "-"
+    spread = f" ({ratios[0]:.2f}x to {ratios[-1]:.2f}x)" if len(ratios) > 1 else ""
+    return f"{statistics.median(ratios):.2f}x{spread}"
+
+
+def oikb_way(version: str, files: int, workers: int, root: Path, folder: Path) -> Measured:
+    return measure_oikb(version, root, folder, files, workers)
+
+
+def run(version: str, files: int, concurrency: int, rounds: int = 1) -> str:
+    """Each way once per round, each round in another order (a way's place in the order must not favour it)."""
+    ways: dict[str, Callable[[Path, Path], Measured]] = {
+        f"openwebui-rag-mcp sync --concurrency {concurrency}": lambda root, folder: measure_ours(
+            version, root, folder, files, concurrency
+        ),
+    }
+    if owui.version_parts(version) >= OIKB_FROM:
+        for workers in (1, concurrency):
+            ways[f"oikb sync --concurrency {workers}"] = functools.partial(oikb_way, version, files, workers)
+    ways[f"httpx floor, {concurrency} at a time"] = lambda root, folder: measure_floor(
+        version, root, folder, concurrency
+    )
+    results: dict[str, list[Measured]] = {name: [] for name in ways}
+    names = list(ways)
+    load_before = os.getloadavg()[0]
+    owui.install(version)
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as scratch:
-        root = Path(scratch)
-        folder = make_folder(root, files)
-        owui.install(version)
-        with fresh(version, root, "ours") as (inst, env):
-            ours = owui.create_knowledge(inst, "bench-sync-ours", "", private=True)
-            command = [sys.executable, "-m", "openwebui_rag_mcp", "sync", str(folder), "--knowledge-id", ours]
-            command += ["--concurrency", str(concurrency)]
-            first = timed_run(command, env)
-            assert base_is_complete(inst, ours, files), "sync ended before every file was in the base"
-            again = rerun(command, env)
-            assert all(f"{files} unchanged" in ran.output for ran in again), again[0].output[-500:]
-            name = f"openwebui-rag-mcp sync --concurrency {concurrency}"
-            rows.append((name, f"{first.seconds:.1f}", f"{first.seconds:.1f}", median_of(again), peak(first)))
-            log(f"ours: {first.seconds:.1f} s, again {median_of(again)} s, peak {peak(first)} MiB")
-
-        if owui.version_parts(version) >= OIKB_FROM:
-            oikb = str(oikb_executable())
-            for workers in (1, concurrency):
-                with fresh(version, root, f"oikb-{workers}") as (inst, env):
-                    base = owui.create_knowledge(inst, f"bench-sync-oikb-{workers}", "", private=True)
-                    command = [oikb, "sync", str(folder), "--kb-id", base, "--concurrency", str(workers)]
-                    started = time.perf_counter()
-                    exited = timed_run(command, env, failures=True)
-                    errors = oikb_errors(exited.output)
-                    complete = until_complete(inst, base, files - errors, started)
-                    held = len(owui.files_of(inst, base))
-                    again = rerun(command, env, failures=True)
-                name = f"oikb sync --concurrency {workers}"
-                if errors:
-                    refused_again = oikb_errors(again[0].output)
-                    name += f" ({errors} uploads refused by Open WebUI; {refused_again} on the second run)"
-                if complete is None:
-                    name += f" (the base held {held} of {files} files when nothing more came)"
-                searchable = "-" if complete is None else f"{complete:.1f}"
-                rows.append((name, f"{exited.seconds:.1f}", searchable, median_of(again), peak(exited)))
-                log(f"{name}: exits {exited.seconds:.1f} s, searchable {searchable} s, again {median_of(again)} s")
-
-        with fresh(version, root, "floor") as (inst, env):
-            direct = owui.create_knowledge(inst, "bench-sync-floor", "", private=True)
-            contents = [(path.name, path.read_bytes()) for path in sorted(folder.rglob("*.md"))]
-            low = asyncio.run(floor(inst, direct, contents, concurrency))
-        rows.append((f"httpx floor, {concurrency} at a time", f"{low:.1f}", f"{low:.1f}", "-", "-"))
-        log(f"floor: {low:.1f} s")
+        folder = make_folder(Path(scratch), files)
+        for round_number in range(rounds):
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                root = Path(scratch) / f"round-{round_number}"
+                measured = ways[name](root, folder)
+                results[name].append(measured)
+                searchable = "-" if measured.searchable is None else f"{measured.searchable:.1f}"
+                said = f"exits {measured.exits:.1f} s, searchable {searchable} s"
+                log(f"round {round_number + 1}/{rounds}, {name}: {said}")
+    load_after = os.getloadavg()[0]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [
-        f"Open WebUI {version}, {files} Markdown notes in {SUBFOLDERS} subfolders; {machine}.",
+        f"Open WebUI {version}, {files} Markdown notes in {SUBFOLDERS} subfolders; {machine}; {rounds} round(s), "
+        f"the ways in a rotating order; load average {load_before:.2f} before, {load_after:.2f} after.",
         "",
         "| | command ends (s) | every file searchable (s) | nothing changed, median of 5 (s) | peak memory (MiB) |",
         "|---|---|---|---|---|",
-        *(f"| {' | '.join(row)} |" for row in rows),
     ]
+    for name, rows in results.items():
+        notes = "; ".join(sorted({m.note for m in rows if m.note}))
+        lines.append(
+            f"| {name}{f' ({notes})' if notes else ''} | {_cell([m.exits for m in rows])} | "
+            f"{_cell([m.searchable for m in rows])} | {_cell([m.again for m in rows], 2)} | "
+            f"{_cell([m.peak_mib for m in rows], 0)} |"
+        )
+    ours = results[names[0]]
+    floor_name = names[-1]
+    over_floor = _ratio([m.searchable for m in ours], [m.searchable for m in results[floor_name]])
+    lines += ["", f"until searchable, ours over the floor per round: {over_floor}"]
+    oikb_names = [name for name in names if name.startswith("oikb")]
+    if oikb_names:
+        best = [min(_known(results[n][i].searchable for n in oikb_names), default=None) for i in range(rounds)]
+        best_again = [min(results[n][i].again or 0.0 for n in oikb_names) for i in range(rounds)]
+        lines.append(f"until searchable, ours over oikb's best per round: {_ratio([m.searchable for m in ours], best)}")
+        lines.append(f"nothing changed, ours over oikb's best per round: {_ratio([m.again for m in ours], best_again)}")
     return "\n".join(lines)
 
 
@@ -285,8 +360,9 @@ def main() -> None:
     parser.add_argument("--version", default=owui.NEWEST)
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=1, help="each way this many times, in a rotating order")
     args = parser.parse_args()
-    print(run(args.version, args.files, args.concurrency))
+    print(run(args.version, args.files, args.concurrency, args.rounds))
 
 
 if __name__ == "__main__":
