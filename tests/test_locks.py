@@ -9,6 +9,8 @@ import anyio
 import pytest
 
 from openwebui_rag_mcp import locks as locks_module
+from openwebui_rag_mcp import runtime
+from openwebui_rag_mcp.config import ConfigError, load_settings
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks
 
@@ -331,3 +333,27 @@ async def test_an_acquire_cancelled_in_flight_leaves_no_lease() -> None:
         await sent.wait()
         group.cancel_scope.cancel()
     assert store.leases == {}
+
+
+@pytest.mark.parametrize(("variable", "ttl"), [(None, 30.0), ("7.5", 7.5)])
+async def test_the_lease_lasts_what_openwebui_mcp_lease_seconds_says(
+    monkeypatch: pytest.MonkeyPatch, variable: str | None, ttl: float
+) -> None:
+    """A replica's lease is set for OPENWEBUI_MCP_LEASE_SECONDS (30 by default): what a dead replica's lock outlives it."""
+    clock = Clock()
+    store = FakeStore(clock)
+    monkeypatch.setattr(runtime, "RedisLeaseStore", lambda url: store)
+    environ = {"OPENWEBUI_URL": "http://localhost:8080", "OPENWEBUI_API_KEY": "sk-test", "REDIS_URL": "redis://r:6379"}
+    if variable is not None:
+        environ["OPENWEBUI_MCP_LEASE_SECONDS"] = variable
+    locks = runtime.make_locks(load_settings(environ))
+    async with locks.hold("kb"):
+        [(_, expires)] = store.leases.values()
+    assert expires == ttl
+
+
+@pytest.mark.parametrize("value", ["2", "601", "soon"])
+def test_a_lease_outside_3_to_600_seconds_is_a_configuration_error(value: str) -> None:
+    environ = {"OPENWEBUI_URL": "http://localhost:8080", "OPENWEBUI_API_KEY": "sk-test"}
+    with pytest.raises(ConfigError, match="OPENWEBUI_MCP_LEASE_SECONDS"):
+        load_settings({**environ, "OPENWEBUI_MCP_LEASE_SECONDS": value})

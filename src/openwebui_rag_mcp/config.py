@@ -100,6 +100,7 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = 16 * 1024 * 1024
     redis_url: SecretStr | None = None
+    lease_seconds: float = 30.0
     upload_dirs: tuple[str, ...] = ()
     upload_max_bytes: int = 10 * 1024 * 1024
     warnings: tuple[str, ...] = ()
@@ -505,6 +506,14 @@ VARIABLES: tuple[Variable, ...] = (
         "HTTP with several replicas: Redis for write locks shared by all of them (needs the [redis] extra)",
         _redis_url,
         note="unset: locks per process",
+    ),
+    _number(
+        "OPENWEBUI_MCP_LEASE_SECONDS",
+        "lease_seconds",
+        "with REDIS_URL: how long a dead replica's write lock on a base outlives it (renewed every third while held)",
+        3.0,
+        600.0,
+        integer=False,
     ),
     Variable(
         "OPENWEBUI_UPLOAD_DIRS",

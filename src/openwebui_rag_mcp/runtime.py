@@ -25,7 +25,8 @@ def make_locks(settings: Settings) -> WriteLocks:
         return LocalLocks()
     # Long enough for the slowest write to wait its turn behind another.
     wait = settings.process_timeout + 4 * settings.timeout
-    return LeaseLocks(RedisLeaseStore(settings.redis_url.get_secret_value()), wait_seconds=wait)
+    store = RedisLeaseStore(settings.redis_url.get_secret_value())
+    return LeaseLocks(store, wait_seconds=wait, ttl_seconds=settings.lease_seconds)
 
 
 def _warm_up_done(task: asyncio.Task[None]) -> None:

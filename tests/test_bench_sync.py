@@ -1,0 +1,56 @@
+"""`bench.sync`'s rounds and report, with the ways' measurements faked (the benchmark itself needs a real Open WebUI
+and oikb; it measures and gates nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import sync as bench_sync
+from bench.sync import Measured
+from devtools import openwebui_local as owui
+
+
+def test_rounds_rotate_the_order_and_ratios_are_taken_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    # Round by round: ours 20, 30, 40 s; oikb one at a time 10, 20, 20 s; oikb four at a time 16, never, 40 s.
+    ours = iter([20.0, 30.0, 40.0])
+    oikb = {1: iter([10.0, 20.0, 20.0]), 4: iter([16.0, None, 40.0])}
+
+    def measure_ours(version: str, root: Path, folder: Path, files: int, concurrency: int) -> Measured:
+        order.append("ours")
+        seconds = next(ours)
+        return Measured(seconds, seconds, 0.4, 70)
+
+    def measure_oikb(version: str, root: Path, folder: Path, files: int, workers: int) -> Measured:
+        order.append(f"oikb-{workers}")
+        searchable = next(oikb[workers])
+        note = "" if searchable else "the base held 190 of 200 files when nothing more came"
+        return Measured(searchable or 15.0, searchable, 0.2, 72, note)
+
+    def measure_floor(version: str, root: Path, folder: Path, concurrency: int) -> Measured:
+        order.append("floor")
+        return Measured(25.0, 25.0, None, None)
+
+    monkeypatch.setattr(bench_sync, "measure_ours", measure_ours)
+    monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
+    monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
+    monkeypatch.setattr(owui, "install", lambda version: None)
+
+    report = bench_sync.run("0.12.4", 3, 4, rounds=3)
+
+    assert order == [
+        *("ours", "oikb-1", "oikb-4", "floor"),
+        *("oikb-1", "oikb-4", "floor", "ours"),
+        *("oikb-4", "floor", "ours", "oikb-1"),
+    ]
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in report.splitlines() if line.startswith("| ")}
+    ours_row = rows["openwebui-rag-mcp sync --concurrency 4"]
+    assert "| 30.0 (20.0 to 40.0) | 30.0 (20.0 to 40.0) | 0.40 (0.40 to 0.40) |" in ours_row
+    never = rows["oikb sync --concurrency 4 (the base held 190 of 200 files when nothing more came)"]
+    assert "| 28.0 (16.0 to 40.0), 1 never |" in never
+    # ours over oikb's best: 20/10, 30/20, 40/20 -> 2.0, 1.5, 2.0; over the floor: 0.8, 1.2, 1.6
+    assert "ours over oikb's best per round: 2.00x (1.50x to 2.00x)" in report
+    assert "ours over the floor per round: 1.20x (0.80x to 1.60x)" in report
+    assert "nothing changed, ours over oikb's best per round: 2.00x (2.00x to 2.00x)" in report
