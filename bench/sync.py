@@ -1,6 +1,6 @@
 """The sync benchmark (issue 18): `openwebui-rag-mcp sync` side by side with Open WebUI's own sync tool and a floor.
 
-    .venv/bin/python -m bench.sync [--version 0.12.4] [--files 200] [--concurrency 4]
+    .venv/bin/python -m bench.sync [--version 0.12.4] [--files 200] [--concurrency 4] [--rounds 3]
 
 Against a real Open WebUI (started offline on loopback, as the live tests do; a fresh one for each command, as Open
 WebUI slows with the files it holds), for a folder of small Markdown notes in 10 subfolders:
@@ -17,6 +17,9 @@ WebUI slows with the files it holds), for a folder of small Markdown notes in 10
   themselves, each upload names the base and is polled until completed (before 0.12.4, and marked as written to the
   base), with no attach.
 
+With `--rounds N` each way runs N times, each round in another order; the report gives each way's median and range,
+and the ratios per round (a round's ways share the VM's speed of the moment), with the load average before and after.
+
 Benchmarks measure; they gate nothing. The machine and its load change the figures; compare within one run.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import contextlib
 import functools
 import json
@@ -42,6 +46,7 @@ from typing import Any
 
 import httpx
 
+import openwebui_rag_mcp
 from bench.common import log
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
@@ -294,6 +299,15 @@ def _ratio(ours: Sequence[float | None], theirs: Sequence[float | None]) -> str:
     return f"{statistics.median(ratios):.2f}x{spread}"
 
 
+def compiled() -> None:
+    """This package's bytecode written, as an install from a wheel writes it (oikb's is, by pip): where
+    PYTHONDONTWRITEBYTECODE is set, an edited module would otherwise be compiled again on every run (13 ms for
+    sync.py), which a run with nothing changed would count."""
+    package = Path(openwebui_rag_mcp.__file__).parent
+    if not compileall.compile_dir(package, quiet=1):
+        raise RuntimeError(f"could not compile {package}")
+
+
 def oikb_way(version: str, files: int, workers: int, root: Path, folder: Path) -> Measured:
     return measure_oikb(version, root, folder, files, workers)
 
@@ -315,6 +329,7 @@ def run(version: str, files: int, concurrency: int, rounds: int = 1) -> str:
     names = list(ways)
     load_before = os.getloadavg()[0]
     owui.install(version)
+    compiled()
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as scratch:
         folder = make_folder(Path(scratch), files)
         for round_number in range(rounds):

@@ -37,6 +37,7 @@ def test_rounds_rotate_the_order_and_ratios_are_taken_per_round(monkeypatch: pyt
     monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
     monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
     monkeypatch.setattr(owui, "install", lambda version: None)
+    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
 
     report = bench_sync.run("0.12.4", 3, 4, rounds=3)
 

@@ -339,7 +339,7 @@ async def test_an_acquire_cancelled_in_flight_leaves_no_lease() -> None:
 async def test_the_lease_lasts_what_openwebui_mcp_lease_seconds_says(
     monkeypatch: pytest.MonkeyPatch, variable: str | None, ttl: float
 ) -> None:
-    """A replica's lease is set for OPENWEBUI_MCP_LEASE_SECONDS (30 by default): what a dead replica's lock outlives it."""
+    """A replica's lease lasts OPENWEBUI_MCP_LEASE_SECONDS (30 by default): what a dead replica's lock outlives it."""
     clock = Clock()
     store = FakeStore(clock)
     monkeypatch.setattr(runtime, "RedisLeaseStore", lambda url: store)

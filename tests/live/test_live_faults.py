@@ -37,7 +37,6 @@ from devtools import openwebui_local as owui
 from devtools import replicas
 from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
-from openwebui_rag_mcp.locks import LEASE_SECONDS
 from tests.live.http import mcp_http, not_on_this_release
 from tests.live.stdio import SCRIPT, stdio_session
 from tests.live.test_live_sync import sync_env
@@ -49,6 +48,10 @@ RELEASES = ("0.6.5", "0.12.4")
 WHY = "the fault tier runs on the oldest release and the newest (issue 16)"
 HOLD_WAIT = 120.0  # how long a held request may take to arrive: a hang guard, not a speed check
 SETTLE_WAIT = 180.0  # how long recovery may take after a restart: a hang guard too
+# The replicas' write leases (OPENWEBUI_MCP_LEASE_SECONDS; 30 by default): a dead replica's lease, and a lease whose
+# Redis died, last this long, which the tests wait out. Shorter keeps them short; renewed every third, it still leaves
+# a busy machine seconds to spare.
+LEASE_SECONDS = 10
 
 
 def lazily(request: pytest.FixtureRequest) -> Instance:
@@ -82,6 +85,7 @@ def service_variables(url: str, api_key: str, token: str, **extra: str) -> dict[
         "OPENWEBUI_API_KEY": api_key,
         "OPENWEBUI_MCP_TOKENS": token,
         "OPENWEBUI_TIMEOUT": "60",
+        "OPENWEBUI_MCP_LEASE_SECONDS": str(LEASE_SECONDS),
         **extra,
     }
 
@@ -156,7 +160,7 @@ async def test_a_replica_killed_mid_write_leaves_nothing_and_frees_the_base(
             replica = replicas.respawn(replica)
             replicas.wait_ready(replica)
             async with mcp_http(f"{replica.url}/mcp", token) as server:
-                with anyio.fail_after(LEASE_SECONDS + 300):  # a hang guard: the lease is 30 s
+                with anyio.fail_after(LEASE_SECONDS + 300):  # a hang guard
                     added = await server.ok("knowledge_add", {"knowledge_id": knowledge_id, **note(2)})
             assert added["file_id"] in owui.files_of(inst, knowledge_id)
             # What the killed write left is removed by the restarted replica (its start resolves the journal).
@@ -270,7 +274,9 @@ async def test_twenty_adds_over_two_replicas_while_one_is_killed(
     knowledge_id = owui.create_knowledge(inst, f"fault-replicas-{uuid.uuid4().hex[:8]}", "a replica dies")
     before = owui.file_ids(inst)
     token = secrets.token_urlsafe(24)
-    variables = service_variables(inst.url, inst.api_key, token, XDG_STATE_HOME=str(tmp_path))
+    # The restarted replica waits out its killed write's attach window (OPENWEBUI_TIMEOUT plus 5 s) before removing
+    # its file: 30 s rather than 60 keeps the test short and still leaves the 20 uploads at once room on a busy machine.
+    variables = service_variables(inst.url, inst.api_key, token, XDG_STATE_HOME=str(tmp_path), OPENWEBUI_TIMEOUT="30")
     problem = ""
     try:
         stack = replicas.start_stack(tmp_path, variables, replicas=2, redis=True)
@@ -391,7 +397,9 @@ def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.F
             f"# Note {number}\n\nSynced while Open WebUI restarts {uuid.uuid4().hex}"
         )
     before = owui.file_ids(inst)
-    env = sync_env(inst) | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    # The next run waits out the killed run's attach window (OPENWEBUI_TIMEOUT plus 5 s) where an attach may have been
+    # in flight: 20 s rather than 60 keeps the test short.
+    env = sync_env(inst) | {"XDG_STATE_HOME": str(tmp_path / "state"), "OPENWEBUI_TIMEOUT": "20"}
     argv = [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id]
     first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert first.stdout is not None

@@ -7,7 +7,6 @@ The times are printed, never asserted (CI shares two cores): each run is bounded
 
 from __future__ import annotations
 
-import os
 import random
 import string
 import time
@@ -21,13 +20,11 @@ from devtools.openwebui_local import Instance
 from tests.live.stdio import SCRIPT
 from tests.live.test_live_sync import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
 
-# 0.9.6+ let their uploads link themselves; older releases attach with file/add, one at a time: 3 to 8 minutes for this
-# test on 0.6.43 and 0.8.12 in a CI run on this 2-core machine, more than the run has room for beside the rest of their
-# tiers. CI runs it on 0.12.4, 0.10.2 and 0.6.5 (the oldest: there an attach rewrites the base's whole file list, so an
-# attach of the interrupted run that Open WebUI still runs could drop the resumed run's, which the resumed run now waits
-# for; inflight.py); OPENWEBUI_LIVE_SCALE=all runs it on every release (all passed on 2026-12-03).
-EVERY_RELEASE = os.environ.get("OPENWEBUI_LIVE_SCALE") == "all"
-pytestmark = [pytest.mark.live, *([] if EVERY_RELEASE else [pytest.mark.releases("0.12.4", "0.10.2", "0.6.5")])]
+# Every release of the matrix: 0.9.6+ let their uploads link themselves; older releases attach with file/add, one at a
+# time (about 2.5 minutes for this test on 0.6.43 and 0.8.12 on a quiet 2-core machine). On 0.6.5 an attach rewrites
+# the base's whole file list, so an attach of the interrupted run that Open WebUI still runs could drop the resumed
+# run's, which the resumed run waits for (inflight.py).
+pytestmark = pytest.mark.live
 
 FILES = 500
 SUBFOLDERS = 10
