@@ -62,15 +62,17 @@ class Run:
         return {name: int(value) for name, value in found[0].groupdict().items()}
 
 
-def sync_env(inst: Instance, api_key: str | None = None) -> dict[str, str]:
+def sync_env(inst: Instance, api_key: str | None = None, url: str | None = None) -> dict[str, str]:
     """The admin's credentials (or `api_key`'s) and nothing else of this server's configuration (no proxies: Open
-    WebUI is local)."""
+    WebUI is local; `url` is a test's own proxy in front of it)."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENWEBUI_", "RAG_", "REDIS_")) and "proxy" not in name.lower()
     }
-    env.update({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": api_key or inst.api_key, "OPENWEBUI_TIMEOUT": "60"})
+    env.update(
+        {"OPENWEBUI_URL": url or inst.url, "OPENWEBUI_API_KEY": api_key or inst.api_key, "OPENWEBUI_TIMEOUT": "60"}
+    )
     return env
 
 
@@ -85,11 +87,12 @@ def run_sync(
     *flags: str,
     timeout: float = RUN_TIMEOUT,
     api_key: str | None = None,
+    url: str | None = None,
 ) -> Run:
     started = time.monotonic()
     done = subprocess.run(
         command(folder, knowledge_id, *flags),
-        env=sync_env(inst, api_key),
+        env=sync_env(inst, api_key, url),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -140,8 +143,11 @@ def identity(item: dict[str, Any], mirrored: bool, folder_of: dict[str, str]) ->
 def interrupted_sync(inst: Instance, folder: Path, knowledge_id: str, after: int) -> list[str]:
     """A run stopped with SIGTERM once `after` files were reported done."""
     reported: list[str] = []
+    # SIGTERM ends the run at once; the next run waits until an attach it had sent is answered or its answer is past
+    # due (this run's OPENWEBUI_TIMEOUT plus 5 s): 20 s rather than 60 keeps that wait short.
+    env = sync_env(inst) | {"OPENWEBUI_TIMEOUT": "20"}
     with subprocess.Popen(
-        command(folder, knowledge_id), env=sync_env(inst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        command(folder, knowledge_id), env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     ) as process:
         try:
             assert process.stdout is not None

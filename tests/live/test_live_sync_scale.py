@@ -1,6 +1,6 @@
 """`sync` of a 500-file folder on a real Open WebUI (issue 18; which releases: below): a first run interrupted part-way
 (SIGTERM), the next run finishing the work with nothing duplicated or left in no base, every file's document in the
-base and found by a search for its own words, and a second run that writes nothing.
+base and found by a search for its own words, and a second run that sends no write request (seen through a proxy).
 
 The times are printed, never asserted (CI shares two cores): each run is bounded only by a generous timeout.
 """
@@ -19,6 +19,7 @@ from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from tests.live.stdio import SCRIPT
 from tests.live.test_live_sync import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
+from tests.live.versionproxy import VersionProxy
 
 # Every release of the matrix: 0.9.6+ let their uploads link themselves; older releases attach with file/add, one at a
 # time (about 2.5 minutes for this test on 0.6.43 and 0.8.12 on a quiet 2-core machine). On 0.6.5 an attach rewrites
@@ -92,7 +93,18 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
             print(f"note {index} was ranked below the first 5 by its own words, found among 50")
 
     synced = documents_of(inst, knowledge_id)
-    unchanged = run_sync(inst, folder, knowledge_id, timeout=RUN_TIMEOUT)
+    with VersionProxy(inst.url) as proxy:  # to see every request the run makes
+        unchanged = run_sync(inst, folder, knowledge_id, timeout=RUN_TIMEOUT, url=proxy.url)
+    # Nothing is written: every request reads (the folder comparison of 0.10 and 0.11 is a POST that writes nothing;
+    # the run's start may still remove an upload the interrupted run left, counted above).
+    settled = {("DELETE", f"/api/v1/files/{file_id}") for file_id in orphans}
+    writes = [
+        (method, path)
+        for method, path in proxy.requests
+        if method != "GET" and not path.endswith("/sync/diff") and (method, path) not in settled
+    ]
+    assert writes == [], writes
+    timings.append(f"its requests: {len(proxy.requests)}")
     timings.append(f"run with nothing changed: {unchanged.seconds:.1f} s")
     assert unchanged.code == 0, unchanged.lines[-5:]
     assert unchanged.summary == {

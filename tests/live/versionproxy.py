@@ -8,6 +8,8 @@ swapped for a fork) under a running MCP server::
         proxy.version = "0.6.5"                    # from now on /api/version says 0.6.5
         proxy.version = None                       # and now the truth again
 
+``requests`` lists every request that came through (method and path), so a test can tell what was sent.
+
 ``hold`` stops the next request that matches at a chosen point, so a test can kill the MCP server exactly there (the
 fault tier): before it is forwarded (Open WebUI never sees it) or after Open WebUI answered (the change is made, the
 server never learns of it)::
@@ -67,6 +69,7 @@ class VersionProxy:
         self.upstream = upstream.rstrip("/")
         self.version: str | None = None
         self.version_reads = 0  # how many times anyone asked for /api/version through the proxy
+        self.requests: list[tuple[str, str]] = []  # (method, path without the query) of every request, in order
         self._holds: list[Hold] = []
         self._lock = threading.Lock()
         self._http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(120.0, connect=10.0), trust_env=False)
@@ -152,6 +155,8 @@ class VersionProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                with proxy._lock:
+                    proxy.requests.append((self.command, self.path.split("?", 1)[0]))
                 if self.command == "GET" and self.path.split("?", 1)[0] == "/api/version":
                     fake = proxy._fake_version()
                     if fake is not None:
