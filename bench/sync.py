@@ -137,6 +137,9 @@ def base_is_complete(inst: Instance, knowledge_id: str, files: int) -> bool:
 
 
 def pending(inst: Instance, knowledge_id: str) -> list[Any]:
+    """The base's pending list (0.9.6+; earlier releases have none, and answer its path with their web page)."""
+    if not Release.parse(inst.version).links_on_upload:
+        return []
     with owui.client(inst) as http:
         answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files/pending")
     if answer.status_code == 404:

@@ -3,6 +3,7 @@ that opens the document, and the title and source given at upload; and the link 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -13,6 +14,8 @@ from mcp import Client
 
 from openwebui_rag_mcp import citations
 from openwebui_rag_mcp.citations import Document, Documents, line_span, link
+from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.models import Chunk
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import BASE_URL, make_settings, mock_transport
 
@@ -280,3 +283,74 @@ async def test_exact_matches_carry_the_link(router: respx.Router) -> None:
     assert isinstance(result.structured_content, dict), result
     [match] = result.structured_content["matches"]
     assert (match["line"], match["link"]) == (7, f"https://chat.example.com/api/v1/files/{GUIDE}/content")
+
+
+def chunk(text: str, file_id: str) -> Chunk:
+    return Chunk(
+        text=text,
+        truncated=False,
+        chunk_id=None,
+        file_id=file_id,
+        knowledge_id=KB,
+        title=None,
+        source=None,
+        metadata={},
+        score=None,
+        distance=None,
+        page=None,
+        start_line=None,
+        end_line=None,
+        link=None,
+    )
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_searches_at_the_same_moment_read_a_document_once(fails: bool) -> None:
+    """Two searches of one caller citing the same document while it is being read: one read, both cited (or, when
+    the read fails, neither, and still one read)."""
+    documents, reads, release = Documents(), [], asyncio.Event()
+
+    async def read_file(file_id: str) -> object:
+        reads.append(file_id)
+        await release.wait()
+        if fails:
+            raise ToolFailure("not_found", "gone")
+        return file_body(GUIDE, GUIDE_TEXT, {"title": "Fruit guide"}, "g.md")
+
+    results, sources = [chunk("Bananas are yellow.", GUIDE)], [("Bananas are yellow.", sha(GUIDE_TEXT))]
+    searches = [
+        asyncio.create_task(citations.cite(read_file, BASE_URL, results, sources, documents, "caller-1"))
+        for _ in range(2)
+    ]
+    for _ in range(20):  # both searches reach their read (no timing: nothing here waits on anything but the event)
+        await asyncio.sleep(0)
+    release.set()
+    first, second = await asyncio.gather(*searches)
+    assert reads == [GUIDE]
+    expected = (None, None) if fails else (7, 7)
+    assert [(c.start_line, c.end_line) for c in (*first, *second)] == [expected, expected]
+    assert documents.reading(("caller-1", GUIDE, sha(GUIDE_TEXT))) is None  # nothing left under way
+
+
+async def test_a_cancelled_read_leaves_the_search_waiting_on_it_to_read_for_itself() -> None:
+    documents, reads, release = Documents(), [], asyncio.Event()
+
+    async def read_file(file_id: str) -> object:
+        reads.append(file_id)
+        await release.wait()
+        return file_body(GUIDE, GUIDE_TEXT, {}, "g.md")
+
+    results, sources = [chunk("Bananas are yellow.", GUIDE)], [("Bananas are yellow.", sha(GUIDE_TEXT))]
+    leader = asyncio.create_task(citations.cite(read_file, BASE_URL, results, sources, documents, "caller-1"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    waiter = asyncio.create_task(citations.cite(read_file, BASE_URL, results, sources, documents, "caller-1"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    leader.cancel()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    release.set()
+    [cited] = await waiter
+    assert (cited.start_line, cited.end_line) == (7, 7)
+    assert reads == [GUIDE, GUIDE]  # the leader's, cancelled, and the waiter's own

@@ -148,6 +148,11 @@ class Split:
         return self.words.cost + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
 
 
+# A read under way: what its waiters get (the document, or None if it could not be read, and whether its hash was the
+# one expected), or None when the read was cancelled and each waiter must read for itself.
+_Reading = asyncio.Future[tuple[Document | None, bool] | None]
+
+
 class Documents:
     """The documents read for citations, split into words, by (caller, file, SHA-256 of the text): a hit whose chunk
     carries its document's hash (Open WebUI keeps the SHA-256 of the extracted text in every chunk) is cited without
@@ -159,6 +164,23 @@ class Documents:
         self.max_chars = max_chars
         self._texts: OrderedDict[tuple[str, str, str], Split] = OrderedDict()
         self._chars = 0
+        # Reads under way, so that searches of one caller at the same moment (agents asking alike) read a document
+        # once.
+        self._reading: dict[tuple[str, str, str], _Reading] = {}
+
+    def reading(self, key: tuple[str, str, str]) -> _Reading | None:
+        return self._reading.get(key)
+
+    def begin(self, key: tuple[str, str, str]) -> _Reading:
+        future: _Reading = asyncio.get_running_loop().create_future()
+        self._reading[key] = future
+        return future
+
+    def end(self, key: tuple[str, str, str], future: _Reading) -> None:
+        if not future.done():  # the read was cancelled: each waiter reads for itself
+            future.set_result(None)
+        if self._reading.get(key) is future:
+            del self._reading[key]
 
     def get(self, key: tuple[str, str, str]) -> Split | None:
         text = self._texts.get(key)
@@ -195,16 +217,35 @@ async def cite(
     gate = asyncio.Semaphore(READERS)
 
     async def fetch(file_id: str, expected_hash: str | None) -> None:
-        async with gate:
-            try:
-                found = Document.of(await read_file(file_id))
-            except ToolFailure as failure:
-                log.debug("search: no citation for file %s (%s)", file_id, failure.code)
-                read[file_id] = None
+        key = (caller, file_id, expected_hash) if expected_hash else None
+        under_way = documents.reading(key) if key else None
+        if under_way is not None and expected_hash:
+            shared = await asyncio.shield(under_way)
+            if shared is not None:
+                read[file_id], matches = shared
+                if matches:
+                    verified[file_id] = expected_hash
                 return
-        read[file_id] = found
-        if expected_hash and _sha256(found.text) == expected_hash:
-            verified[file_id] = expected_hash
+        mine = documents.begin(key) if key else None
+        try:
+            async with gate:
+                try:
+                    found = Document.of(await read_file(file_id))
+                except ToolFailure as failure:
+                    log.debug("search: no citation for file %s (%s)", file_id, failure.code)
+                    read[file_id] = None
+                    if mine is not None:
+                        mine.set_result((None, False))
+                    return
+            read[file_id] = found
+            matches = bool(expected_hash) and _sha256(found.text) == expected_hash
+            if matches and expected_hash:
+                verified[file_id] = expected_hash
+            if mine is not None:
+                mine.set_result((found, matches))
+        finally:
+            if key is not None and mine is not None:
+                documents.end(key, mine)
 
     hashes: dict[str, str | None] = {}
     for chunk, (_, text_hash) in zip(results, sources, strict=True):
