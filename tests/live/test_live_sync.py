@@ -176,7 +176,12 @@ def documents_of(inst: Instance, knowledge_id: str) -> dict[str, str]:
         page = 1
         while True:
             answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files", params={"page": page}).json()
-            found.update((item["id"], identity(item, mirrors(inst), folder_of)) for item in answer["items"])
+            for item in answer["items"]:
+                if mirrors(inst) and "directory_path" not in item and item["id"] not in folder_of:
+                    # Linked after the folders were read (Open WebUI goes on with the uploads of a run that was
+                    # stopped): read them again.
+                    folder_of = folders_by_walk(inst, knowledge_id)
+                found[item["id"]] = identity(item, mirrors(inst), folder_of)
             if not answer["items"] or len(found) >= answer["total"]:
                 return found
             page += 1
