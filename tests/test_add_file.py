@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from openwebui_rag_mcp import writes
@@ -178,6 +179,34 @@ async def test_nothing_extracted_fails_at_processing_and_removes_the_upload(upst
         None,
     )
     assert "extracted no text" in failure.message
+    assert upstream.delete.call_count == 1
+    assert upstream.add.call_count == 0
+
+
+async def test_before_0_6_23_the_text_comes_from_the_upload_answer(allowed: Path) -> None:
+    """0.6.5 processes during the upload and answers with the extracted text: the file is not read again."""
+    upstream = Upstream(new_router(), release="0.6.5")
+    async with app_for(upstream, allowed) as app:
+        added = await add_file(app, KB, local(allowed / "report.md"), None, None)
+    assert added.extracted_chars == len(f"# Отчёт\n\n{SECRET_CONTENT}\n")
+    assert f"GET /api/v1/files/{FILE}" not in upstream.requests()
+    assert upstream.add.call_count == 1
+
+
+async def test_before_0_6_23_an_upload_answered_without_text_is_removed(allowed: Path) -> None:
+    upstream = Upstream(new_router(), release="0.6.5")
+
+    def without_text(request: httpx.Request) -> httpx.Response:
+        body = upstream._upload(request).json()
+        body["data"]["content"] = ""
+        return httpx.Response(200, json=body)
+
+    upstream.upload.side_effect = without_text
+    async with app_for(upstream, allowed) as app:
+        with pytest.raises(ToolFailure) as caught:
+            await add_file(app, KB, local(allowed / "report.md"), None, None)
+    assert (caught.value.stage, caught.value.outcome) == ("process", "not_applied")
+    assert "extracted no text" in caught.value.message
     assert upstream.delete.call_count == 1
     assert upstream.add.call_count == 0
 

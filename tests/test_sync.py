@@ -98,6 +98,9 @@ class Base:
         # uploads name the base and Open WebUI links them (0.9.6+)
         self.links_itself = version in ("0.12.4", "0.10.2", "0.9.6")
         self.links_first = version in ("0.10.2", "0.9.6")  # 0.9.6 to 0.10 link an upload before indexing it there
+        # 0.6.5 embeds a base's files in the base, processes during the upload and answers with the text, and
+        # attaches by rewriting the base's whole list
+        self.embeds_files = version == "0.6.5"
         self.write_access = True
         self.version = version
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
@@ -128,7 +131,10 @@ class Base:
         r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
 
     def _knowledge(self, request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"id": KB, "name": "Sync", "write_access": self.write_access})
+        body: dict[str, Any] = {"id": KB, "name": "Sync", "write_access": self.write_access}
+        if self.embeds_files:
+            body["files"] = [{key: self.files[file_id][key] for key in ("id", "meta")} for file_id in self.members]
+        return httpx.Response(200, json=body)
 
     def _wrote(self, request: httpx.Request) -> None:
         if self.on_write is not None:
@@ -201,7 +207,7 @@ class Base:
         meta = {
             "name": filename,
             "file_hash": hashlib.sha256(content).hexdigest(),
-            "data": metadata,
+            "data": {} if self.embeds_files else metadata,
             "collection_name": f"file-{file_id}",  # where Open WebUI wrote its vectors last
         }
         text = content.decode().strip()  # the "extraction": bytes that differ in trailing space give the same text
@@ -223,6 +229,8 @@ class Base:
             else:
                 self.members[file_id] = metadata.get("directory_id")
                 meta["collection_name"] = KB
+        if self.embeds_files:
+            return httpx.Response(200, json={**self.files[file_id], "data": {"content": text}})
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
 
     def _duplicate(self, file_id: str) -> bool:
@@ -302,7 +310,16 @@ class Base:
 
 @pytest.fixture(params=["0.12.4", "0.10.2", "0.9.6", "0.8.12"])
 def base(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Base:
-    mocked = Base(request.param)
+    return served(Base(request.param), monkeypatch)
+
+
+@pytest.fixture
+def legacy(monkeypatch: pytest.MonkeyPatch) -> Base:
+    """0.6.5: attaches that rewrite the base's whole list."""
+    return served(Base("0.6.5"), monkeypatch)
+
+
+def served(mocked: Base, monkeypatch: pytest.MonkeyPatch) -> Base:
     from openwebui_rag_mcp import runtime as server
 
     original = server.running_app
@@ -954,6 +971,50 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
 
 
 # -- files in flight at once (issue 18) ------------------------------------------------------------------------------
+
+
+async def test_before_0_6_42_the_attaches_are_read_back_once_after_the_last(legacy: Base, tmp_path: Path) -> None:
+    for n in range(5):
+        (tmp_path / f"{n}.md").write_text(f"# note {n}")
+    code, lines = await run(tmp_path, concurrency=1)  # one at a time: each upload's write-access check comes first
+    assert code == OK, lines
+    assert base_names(legacy) == sorted(legacy.expected(tmp_path))
+    requests = [f"{c.request.method} {c.request.url.path}" for c in legacy.router.calls]
+    last_attach = max(i for i, request in enumerate(requests) if request.endswith("/file/add"))
+    reads = [i for i, request in enumerate(requests) if request == f"GET /api/v1/knowledge/{KB}"]
+    assert len([i for i in reads if i > requests.index(f"POST /api/v1/knowledge/{KB}/file/add")]) == 1
+    assert reads[-1] > last_attach
+    assert not any(request.startswith("GET /api/v1/files/") for request in requests)  # the text came with the upload
+
+
+async def test_before_0_6_42_a_file_a_concurrent_change_dropped_is_named_and_removed(
+    legacy: Base, tmp_path: Path
+) -> None:
+    """Another program's change rewrote the base's list without a file this run had attached (0.6.5 attaches by
+    read-modify-write): the read-back at the end of the run finds it missing, deletes its file and fails it."""
+    for n in range(4):
+        (tmp_path / f"{n}.md").write_text(f"# note {n}")
+    attached: list[str] = []
+
+    def concurrent_change(path: str) -> None:
+        if path.endswith("/file/add"):
+            attached.append(path)
+            if len(attached) == 3:  # the third attach's rewrite drops the first file attached
+                del legacy.members[legacy.added[0]]
+
+    legacy.on_write = concurrent_change
+    code, lines = await run(tmp_path, concurrency=1)
+    assert code == SOME_FAILED
+    dropped = legacy.added[0]
+    assert dropped not in legacy.files  # deleted, not left in no base
+    (failed,) = [line for line in lines if "FAILED" in line]
+    assert "does not list it" in failed
+    assert failed.startswith("add      0.md")
+    assert lines[-1] == "done: 3 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"
+
+
+def base_names(mocked: Base) -> list[str]:
+    return sorted(mocked.files[file_id]["filename"] for file_id in mocked.members)
 
 
 @pytest.mark.parametrize(("concurrency", "bounds"), [(1, (1, 1)), (4, (2, 4))])

@@ -72,7 +72,7 @@ from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
-from openwebui_rag_mcp.writes import Upload, safe_filename, upload_to_base
+from openwebui_rag_mcp.writes import Upload, confirm_attached, safe_filename, upload_to_base
 
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
@@ -662,6 +662,10 @@ class _Run:
     # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
     processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
     watch: LinkWatch | None = None  # where uploads that link themselves are awaited together
+    # Before 0.6.42, this run's acknowledged attaches, read back together once its uploads are done
+    # (`writes.confirm_attached`), and the path of each file id uploaded.
+    attach_checks: list[str] = field(default_factory=list)
+    uploaded_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.watch = LinkWatch(self.app.client, self.knowledge_id)
@@ -781,6 +785,7 @@ class _Run:
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
         turns = asyncio.Semaphore(self.concurrency)
+        ended_well: set[str] = set()
 
         async def run(action: str, name: str, step: Callable[[], Awaitable[Problem | None]]) -> None:
             nonlocal done
@@ -792,10 +797,21 @@ class _Run:
                 failed.append(f"{name}: {problem}")
             else:
                 succeeded[action] += 1
+                ended_well.add(name)
 
         async with anyio.create_task_group() as group:
             for action, name, step in steps:
                 group.start_soon(run, action, name, step)
+        if self.attach_checks:
+            action_of = {name: action for action, name, _ in steps}
+            dropped = await confirm_attached(self.app, self.knowledge_id, self.attach_checks)
+            for file_id, failure in dropped.items():
+                name = self.uploaded_paths[file_id]
+                problem = Problem.of(failure, "after it was added: ")
+                self.say(f"{action_of[name]:<8} {name}: FAILED - {problem}")
+                if name in ended_well:  # else its line already said how it failed
+                    succeeded[action_of[name]] -= 1
+                    failed.append(f"{name}: {problem}")
         async with anyio.create_task_group() as group:
             for entry in removals:
                 group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
@@ -856,6 +872,7 @@ class _Run:
             else None,
             writable_checked=self.writable_checked,
             watch=self.watch,
+            attach_checks=self.attach_checks,
         )
         try:
             done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
@@ -868,6 +885,7 @@ class _Run:
             except ToolFailure as again:
                 return Problem.of(again, "sent twice: ")
         self.writable_checked = True
+        self.uploaded_paths[done.file_id] = file.relative
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
         return None
