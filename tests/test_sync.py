@@ -101,6 +101,7 @@ class Base:
         # 0.6.5 embeds a base's files in the base, processes during the upload and answers with the text, and
         # attaches by rewriting the base's whole list
         self.embeds_files = version == "0.6.5"
+        self.base_unreadable = False
         self.write_access = True
         self.version = version
         self.router = respx.Router(base_url=BASE_URL, assert_all_called=False)
@@ -124,13 +125,15 @@ class Base:
         r.get(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._file)
         self.linked_itself: list[str] = []  # uploads that named the base in their metadata (0.10+)
         self.added: list[str] = []  # files linked with file/add
-        r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
+        self.attach = r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
         r.post(f"/api/v1/knowledge/{KB}/sync/diff").mock(side_effect=self._diff)
         r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
 
     def _knowledge(self, request: httpx.Request) -> httpx.Response:
+        if self.base_unreadable:
+            return httpx.Response(500, text="Internal Server Error")
         body: dict[str, Any] = {"id": KB, "name": "Sync", "write_access": self.write_access}
         if self.embeds_files:
             body["files"] = [{key: self.files[file_id][key] for key in ("id", "meta")} for file_id in self.members]
@@ -1011,6 +1014,52 @@ async def test_before_0_6_42_a_file_a_concurrent_change_dropped_is_named_and_rem
     assert "does not list it" in failed
     assert failed.startswith("add      0.md")
     assert lines[-1] == "done: 3 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"
+
+
+async def test_before_0_6_42_a_new_version_is_read_back_at_once_and_a_dropped_one_keeps_the_old(
+    legacy: Base, tmp_path: Path
+) -> None:
+    (tmp_path / "a.md").write_text("# first")
+    assert (await run(tmp_path))[0] == OK
+    (old_id,) = legacy.members
+    (tmp_path / "a.md").write_text("# second")
+
+    def attach_then_dropped(request: httpx.Request) -> httpx.Response:
+        answered = legacy._add(request)
+        del legacy.members[json.loads(request.content)["file_id"]]  # a concurrent rewrite right after it
+        return answered
+
+    legacy.attach.side_effect = attach_then_dropped
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert list(legacy.members) == [old_id]  # the old version stays: the new one was found dropped before it went
+    assert list(legacy.files) == [old_id]  # and the dropped one's file was deleted
+    assert "does not list it" in "\n".join(lines)
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"
+
+
+async def test_before_0_6_42_a_read_back_that_fails_names_every_new_file_and_deletes_none(
+    legacy: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writes, "_CONFIRM_PAUSE", 0.0)
+    for n in range(3):
+        (tmp_path / f"{n}.md").write_text(f"# note {n}")
+    attached: list[str] = []
+
+    def after_the_last_attach(path: str) -> None:
+        if path.endswith("/file/add"):
+            attached.append(path)
+            legacy.base_unreadable = len(attached) == 3
+
+    legacy.on_write = after_the_last_attach
+    reads = len(legacy.router.calls)
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED
+    assert len(legacy.members) == 3  # acknowledged: nothing deleted on a read that failed
+    failed_reads = [c for c in legacy.router.calls[reads:] if c.response is not None and c.response.status_code == 500]
+    assert len(failed_reads) == 3  # tried three times
+    assert any(line.startswith(f"could not read knowledge base {KB} back to confirm the 3 file(s)") for line in lines)
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 3 failed"
 
 
 def base_names(mocked: Base) -> list[str]:

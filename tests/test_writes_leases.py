@@ -211,7 +211,8 @@ async def test_an_attach_overwritten_by_a_concurrent_change_is_an_error_before_0
     assert all(member["id"] != FILE for member in upstream.members)
 
 
-async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42() -> None:
+async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "_CONFIRM_PAUSE", 0.0)
     upstream, locks = Upstream(new_router(), release="0.6.5"), LosableLocks()
     reads = 0
 
@@ -229,6 +230,7 @@ async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42() -> 
         FILE,
     )
     assert "knowledge_files" in error.message
+    assert reads == 4  # the check before the attach, then the read-back tried three times
     assert upstream.delete.call_count == 0  # it may be in the base: never removed blind
 
 

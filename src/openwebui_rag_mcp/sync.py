@@ -72,7 +72,7 @@ from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
-from openwebui_rag_mcp.writes import Upload, confirm_attached, safe_filename, upload_to_base
+from openwebui_rag_mcp.writes import Upload, attached_files, dropped, safe_filename, upload_to_base
 
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
@@ -662,8 +662,8 @@ class _Run:
     # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
     processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
     watch: LinkWatch | None = None  # where uploads that link themselves are awaited together
-    # Before 0.6.42, this run's acknowledged attaches, read back together once its uploads are done
-    # (`writes.confirm_attached`), and the path of each file id uploaded.
+    # Before 0.6.42, the acknowledged attaches of this run's new files, read back together once its uploads are done
+    # (`_confirm_attaches`), and the path of each.
     attach_checks: list[str] = field(default_factory=list)
     uploaded_paths: dict[str, str] = field(default_factory=dict)
 
@@ -774,8 +774,8 @@ class _Run:
 
     async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str]) -> int:
         """Renames, additions and replacements `concurrency` at a time (each holds one file's bytes; their attaches
-        take turns under the base's lock), then the removals: a document goes only once every upload that could
-        replace it has ended. One line per file as each ends."""
+        take turns under the base's lock), before 0.6.42 the new files' attaches read back, then the removals: a
+        document goes only once every upload that could replace it has ended. One line per file as each ends."""
         steps: list[tuple[str, str, Callable[[], Awaitable[Problem | None]]]] = [
             ("rename", file.relative, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
         ]
@@ -802,16 +802,10 @@ class _Run:
         async with anyio.create_task_group() as group:
             for action, name, step in steps:
                 group.start_soon(run, action, name, step)
-        if self.attach_checks:
-            action_of = {name: action for action, name, _ in steps}
-            dropped = await confirm_attached(self.app, self.knowledge_id, self.attach_checks)
-            for file_id, failure in dropped.items():
-                name = self.uploaded_paths[file_id]
-                problem = Problem.of(failure, "after it was added: ")
-                self.say(f"{action_of[name]:<8} {name}: FAILED - {problem}")
-                if name in ended_well:  # else its line already said how it failed
-                    succeeded[action_of[name]] -= 1
-                    failed.append(f"{name}: {problem}")
+        for name, problem in await self._confirm_attaches():
+            if name in ended_well:
+                succeeded["add"] -= 1
+                failed.append(f"{name}: {problem}")
         async with anyio.create_task_group() as group:
             for entry in removals:
                 group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
@@ -820,6 +814,30 @@ class _Run:
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
         )
         return SOME_FAILED if failed else OK
+
+    async def _confirm_attaches(self) -> list[tuple[str, Problem]]:
+        """Before 0.6.42, the files this run added, read back in the base's list once its uploads are done: one read
+        for all, later than a read after each attach and so seeing a drop by a concurrent change anywhere in the run.
+        A file the list lacks is deleted again; the files whose state is not known when the list cannot be read."""
+        if not self.attach_checks:
+            return []
+        try:
+            listed = await attached_files(self.app, self.knowledge_id)
+        except ToolFailure as failure:
+            problem = Problem.of(failure, "its attach was acknowledged, but the base's list could not be read back: ")
+            self.say(
+                f"could not read knowledge base {self.knowledge_id} back to confirm the {len(self.attach_checks)} "
+                f"file(s) this run added ({failure.code}: {failure.message}); check with knowledge_files"
+            )
+            return [(self.uploaded_paths[file_id], problem) for file_id in self.attach_checks]
+        found = []
+        for file_id in self.attach_checks:
+            if file_id not in listed:
+                name = self.uploaded_paths[file_id]
+                problem = Problem.of(await dropped(self.app, self.knowledge_id, file_id))
+                self.say(f"add      {name}: FAILED - {problem}")
+                found.append((name, problem))
+        return found
 
     async def _rename(self, file: LocalFile, moved: RemoteFile) -> Problem | None:
         content = await _read_again(file)  # before its old document goes: a file that cannot be read keeps it
@@ -834,7 +852,9 @@ class _Run:
         content = await _read_again(file)
         if isinstance(content, Problem):
             return content
-        problem = await self._put(file, content)
+        # A new file's attach is read back at the end of the run (before 0.6.42); a new version's at once, so that a
+        # dropped one never takes its old version with it.
+        problem = await self._put(file, content, check_later=not old)
         holder = next((entry for entry in old if problem and entry.file_id == problem.existing_file_id), None)
         if problem is not None and problem.code == "duplicate_content" and holder is not None:
             problem = await self._remove(holder) or await self._put(file, content)
@@ -843,10 +863,11 @@ class _Run:
             problem = problem or await self._remove(entry)
         return problem
 
-    async def _put(self, file: LocalFile, content: bytes) -> Problem | None:
+    async def _put(self, file: LocalFile, content: bytes, *, check_later: bool = False) -> Problem | None:
         """Upload one file into the base (into its folder, made first where missing, when the base mirrors the
         folder), marked with this folder's source id: in its metadata when mirrored, else in its name (Open WebUI
-        0.6.5 keeps no upload metadata)."""
+        0.6.5 keeps no upload metadata). `check_later`: before 0.6.42 its attach is read back with the run's other
+        new files once the uploads are done (`_confirm_attaches`), not at once."""
         assert self.source is not None  # only a dry run has none, and it writes nothing
         app, knowledge_id = self.app, self.knowledge_id
         try:
@@ -872,7 +893,7 @@ class _Run:
             else None,
             writable_checked=self.writable_checked,
             watch=self.watch,
-            attach_checks=self.attach_checks,
+            attach_checks=self.attach_checks if check_later else None,
         )
         try:
             done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
@@ -885,7 +906,8 @@ class _Run:
             except ToolFailure as again:
                 return Problem.of(again, "sent twice: ")
         self.writable_checked = True
-        self.uploaded_paths[done.file_id] = file.relative
+        if check_later:
+            self.uploaded_paths[done.file_id] = file.relative
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
         return None

@@ -14,7 +14,7 @@ import logging
 import mimetypes
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -71,6 +71,8 @@ RESERVED_METADATA_KEYS = frozenset(
 FILENAME_MAX_BYTES = 200
 _POLL_FIRST_DELAY = 0.2
 _POLL_MAX_DELAY = 2.0
+_CONFIRM_READS = 3  # reads of a base's list to confirm attaches before 0.6.42, `_CONFIRM_PAUSE` × n apart
+_CONFIRM_PAUSE = 1.0
 # Dots go too, so no "..", hidden file or second extension can come from a title.
 _UNSAFE_FILENAME = re.compile(r"[^\w\- ]+")
 _UNDERSCORE_RUNS = re.compile(r"[\s_]+")
@@ -580,7 +582,8 @@ async def _upload_and_attach(
     tracked: Tracked | None,
 ) -> Uploaded:
     """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
-    the base (attached, or nothing made, or removed again); otherwise recovery looks at the base later."""
+    the base (attached, or nothing made, or removed again; an attach left in `upload.attach_checks` counts as
+    attached); otherwise recovery looks at the base later."""
     metadata = dict(upload.metadata)
     if tracked is not None and tracked.record.marked:  # how recovery tells this upload from any other, if need be
         metadata[UPLOAD_MARK] = tracked.record.id
@@ -816,8 +819,9 @@ async def _unlink(app: App, knowledge_id: str, file_id: str, failure: ToolFailur
 async def _attach(
     app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload, content: str, tracked: Tracked | None
 ) -> None:
-    """Link a processed file to the base, under its write lock: it ends linked (read back before 0.6.42) or removed
-    again, or named in the error when even that fails."""
+    """Link a processed file to the base, under its write lock: it ends linked (before 0.6.42 read back, or left in
+    `upload.attach_checks` for the caller to read back) or removed again, or named in the error when even that
+    fails."""
     try:
         await app.client.add_file(knowledge_id, file_id, upload.folder_id)
         if tracked is not None:
@@ -929,37 +933,42 @@ async def _discard_outlived(app: App, file_id: str, failure: ToolFailure, end: A
 
 
 async def _confirm_or_defer(app: App, release: Release, knowledge_id: str, file_id: str, upload: Upload) -> None:
+    """Before 0.6.42 an attach rewrites the base's file list (read-modify-write), so a concurrent change (another
+    program, or a replica whose lease was lost) can drop the file while Open WebUI answers 200: read the list back, or
+    leave that to the caller (`Upload.attach_checks`)."""
     if release.attach_is_atomic:
         return
     if upload.attach_checks is not None:
         upload.attach_checks.append(file_id)
         return
-    failure = (await confirm_attached(app, knowledge_id, [file_id])).get(file_id)
-    if failure is not None:
-        raise failure
-
-
-async def confirm_attached(app: App, knowledge_id: str, file_ids: Sequence[str]) -> dict[str, ToolFailure]:
-    """Before 0.6.42 an attach rewrites the base's file list (read-modify-write), so a concurrent change (another
-    program, or a replica whose lease was lost) can drop a file while Open WebUI answers 200: read the list back, once
-    for all of `file_ids`, and remove each file it does not list again. What went wrong, by file id."""
     try:
-        files, _ = await app.client.knowledge_files(knowledge_id, None)
-        listed = {f.file_id for f in normalize.file_records(files)}
+        listed = await attached_files(app, knowledge_id)
     except ToolFailure as failure:
-        return {
-            file_id: _failed(failure, "attach", file_id, after_upload=True).explained(
-                f" Open WebUI accepted the attach, but whether knowledge base {knowledge_id} lists the file {file_id} "
-                "could not be read (before 0.6.42 a concurrent change can drop it); check with knowledge_files."
-            )
-            for file_id in file_ids
-        }
-    return {file_id: await _dropped(app, knowledge_id, file_id) for file_id in file_ids if file_id not in listed}
+        raise _failed(failure, "attach", file_id, after_upload=True).explained(
+            f" Open WebUI accepted the attach, but whether knowledge base {knowledge_id} lists the file {file_id} "
+            "could not be read (before 0.6.42 a concurrent change can drop it); check with knowledge_files."
+        ) from None
+    if file_id not in listed:
+        raise await dropped(app, knowledge_id, file_id)
 
 
-async def _dropped(app: App, knowledge_id: str, file_id: str) -> ToolFailure:
+async def attached_files(app: App, knowledge_id: str) -> set[str]:
+    """The file ids the base lists, read to confirm attaches: a failed read is tried again (1 s, then 2 s later), as
+    a file is named as failed or removed again on what it says."""
+    for attempt in range(_CONFIRM_READS):
+        try:
+            files, _ = await app.client.knowledge_files(knowledge_id, None)
+            return {f.file_id for f in normalize.file_records(files)}
+        except ToolFailure:
+            if attempt == _CONFIRM_READS - 1:
+                raise
+            await asyncio.sleep(_CONFIRM_PAUSE * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def dropped(app: App, knowledge_id: str, file_id: str) -> ToolFailure:
     """A file a concurrent change dropped from the base's list after its attach: deleted again (it is in no base)."""
-    dropped = ToolFailure(
+    lost = ToolFailure(
         "upstream_error",
         f"Open WebUI accepted attaching the file, but knowledge base {knowledge_id} does not list it: before 0.6.42 "
         "it rewrites a base's file list on every change, and a concurrent change dropped it.",
@@ -969,11 +978,11 @@ async def _dropped(app: App, knowledge_id: str, file_id: str) -> ToolFailure:
         await app.client.delete_file(file_id)
     except ToolFailure as problem:
         log.warning("knowledge_add: could not remove the uploaded file %s again (%s)", file_id, problem.message)
-        return dropped.at("attach", file_id=file_id, outcome="partial_or_unknown").explained(
+        return lost.at("attach", file_id=file_id, outcome="partial_or_unknown").explained(
             f" The uploaded file {file_id} could not be removed again ({problem.code}): delete it in Open WebUI." + note
         )
-    log.warning("knowledge_add: removed the uploaded file %s again after: %s", file_id, dropped.message)
-    return dropped.at("attach", outcome="partial_or_unknown").explained(
+    log.warning("knowledge_add: removed the uploaded file %s again after: %s", file_id, lost.message)
+    return lost.at("attach", outcome="partial_or_unknown").explained(
         f" The uploaded file {file_id} was removed again." + note
     )
 
