@@ -674,7 +674,12 @@ class _Run:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
         if not dry_run:
             await self._await_earlier_uploads()
+        max_bytes = app.settings.upload_max_bytes
         try:
+            # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
+            # mirror, read again in the rare case that the base goes on with names instead.
+            guess = (await app.client.release()).folders
+            scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=guess))
             base = await _read_base(app, knowledge_id, self.source)
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
@@ -685,7 +690,9 @@ class _Run:
                 f"knowledge base {knowledge_id} holds files this folder's earlier runs named after their path and "
                 "content; it goes on naming them that way"
             )
-        local, skipped = scan(self.folder, app.settings.upload_max_bytes, mirrored=base.mirrored)
+        local, skipped = await scanning
+        if base.mirrored != guess:
+            local, skipped = await asyncio.to_thread(scan, self.folder, max_bytes, mirrored=base.mirrored)
         todo = plan(local, base.ours, skipped, others=base.others)
         uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
         to_create: list[str] = []
