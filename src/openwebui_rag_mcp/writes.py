@@ -492,7 +492,8 @@ class Upload:
     # the link of a base that has become read-only since, and the file is then removed again.
     writable_checked: bool = False
     # Before 0.6.42: where to leave the file id of an acknowledged attach for one read-back of the base's list
-    # later (`sync`, at the end of its run: `confirm_attached`) instead of reading the whole list after each attach.
+    # later (`sync`, at the end of its run: `sync._Run._confirm_attaches`) instead of reading the whole list after each
+    # attach.
     attach_checks: list[str] | None = None
 
 
