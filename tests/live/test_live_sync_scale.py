@@ -83,14 +83,15 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     timings.append(f"uploads left in no base: {len(orphans)}")
     assert len(orphans) <= 1, orphans
 
-    # Every document is searchable: notes drawn at random are found in the base by three of their own words (among
-    # the first 5; where Chroma's approximate search ranks it lower, among the first 50, which still shows its vectors
-    # are in the base; a note not found there fails with what Open WebUI says of its file).
+    # Every document is searchable: notes drawn at random are found in the base by three of their own words among the
+    # first 5. Chroma's search is approximate (HNSW, its breadth the k asked for): once in CI a note whose file was
+    # completed was not among the first 50 of 500. Asked for every document (k = FILES, a search as wide as the base),
+    # it is found if its vectors are in the base at all; a note not found then fails with what Open WebUI says of it.
     for index in random.Random(run).sample(range(FILES), SEARCHED):
         words = words_of(run, index)
         if not found_in(inst, knowledge_id, words, 5):
-            assert found_in(inst, knowledge_id, words, 50), missing(inst, knowledge_id, index, words)
-            print(f"note {index} was ranked below the first 5 by its own words, found among 50")
+            assert found_in(inst, knowledge_id, words, FILES), missing(inst, knowledge_id, index, words)
+            print(f"note {index} was ranked below the first 5 by its own words, found in a search of all {FILES}")
 
     synced = documents_of(inst, knowledge_id)
     with VersionProxy(inst.url) as proxy:  # to see every request the run makes
