@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -737,3 +738,31 @@ async def test_uploads_carry_the_records_mark_where_the_release_keeps_metadata(r
     assert record.marked is marked
     assert sent.get("openwebui_rag_mcp_upload") == (record.id if marked else None)
     assert "openwebui_rag_mcp_upload" in writes.RESERVED_METADATA_KEYS
+
+
+async def test_a_deferred_record_outlives_its_write_renewed_until_confirmed(tmp_path: Path) -> None:
+    """An attach read back later (before 0.6.42): the record stays alive after the write, renewed while the process
+    lives (a kill leaves it to recovery once its time runs out), until the read-back drops it or hands it over."""
+    clock = [1_000_000.0]
+    inflight = Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=0.06, clock=lambda: clock[0])
+    for file_id in ("file-1", "file-2"):
+        async with inflight.tracking(OWNER, "kb", f"{file_id}.md", b"x", marked=False, answer_within=60) as tracked:
+            await tracked.uploaded(file_id)
+            tracked.attach_answered()
+            tracked.defer()
+    assert inflight.deferred() == ["file-1", "file-2"]
+    clock[0] += 1.0  # far past the first alive_until: only a renewal keeps them alive
+    for _ in range(500):  # a renewal every 0.02 s; up to 10 s on a busy machine
+        if not any(r.writer_gone(clock[0]) for r in await records(inflight)):
+            break
+        await asyncio.sleep(0.02)
+    assert [r.writer_gone(clock[0]) for r in await records(inflight)] == [False, False]
+    assert await inflight.gone(OWNER) == []
+
+    await inflight.confirmed("file-1", settled=True)  # listed: nothing left to find
+    await inflight.confirmed("file-2", settled=False)  # not known: recovery's, at once
+    assert inflight.deferred() == []
+    (left,) = await records(inflight)
+    assert left.file_id == "file-2"
+    assert [r.file_id for r in await inflight.gone(OWNER)] == ["file-2"]
+    await inflight.aclose()

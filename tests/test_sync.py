@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -988,6 +989,7 @@ async def test_before_0_6_42_the_attaches_are_read_back_once_after_the_last(lega
     assert len([i for i in reads if i > requests.index(f"POST /api/v1/knowledge/{KB}/file/add")]) == 1
     assert reads[-1] > last_attach
     assert not any(request.startswith("GET /api/v1/files/") for request in requests)  # the text came with the upload
+    assert journal_files() == []  # every record dropped once read back
 
 
 async def test_before_0_6_42_a_file_a_concurrent_change_dropped_is_named_and_removed(
@@ -1014,6 +1016,7 @@ async def test_before_0_6_42_a_file_a_concurrent_change_dropped_is_named_and_rem
     assert "does not list it" in failed
     assert failed.startswith("add      0.md")
     assert lines[-1] == "done: 3 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 1 failed"
+    assert journal_files() == []  # the dropped one's file is deleted: nothing for recovery
 
 
 async def test_before_0_6_42_a_new_version_is_read_back_at_once_and_a_dropped_one_keeps_the_old(
@@ -1060,6 +1063,83 @@ async def test_before_0_6_42_a_read_back_that_fails_names_every_new_file_and_del
     assert len(failed_reads) == 3  # tried three times
     assert any(line.startswith(f"could not read knowledge base {KB} back to confirm the 3 file(s)") for line in lines)
     assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 3 failed"
+    # Left to the next recovery at once: it keeps the files the base lists and removes any it does not.
+    records = journal_records()
+    assert sorted(str(record.file_id) for record in records) == sorted(legacy.members)
+    assert all(record.writer_gone(time.time()) for record in records)
+
+
+def journal_records() -> list[inflight_module.Record]:
+    found = [inflight_module.Record.from_json(path.read_bytes()) for path in journal_files()]
+    return [record for record in found if record is not None]
+
+
+def journal_files() -> list[Path]:
+    return sorted(inflight_module.default_directory().rglob("*.json"))
+
+
+async def test_before_0_6_42_a_new_file_stays_in_the_journal_until_its_attach_is_read_back(
+    legacy: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed after an attach was acknowledged but before the read-back (here: the read-back never comes) leaves
+    each new file's record alive in the journal; once its writer is gone, recovery keeps the files the base lists and
+    deletes the one a concurrent change dropped, which would otherwise be left in no base."""
+    from openwebui_rag_mcp.inflight import ClientUpstream, FileJournal, Inflight, recover
+    from openwebui_rag_mcp.runtime import running_app
+
+    for n in range(3):
+        (tmp_path / f"{n}.md").write_text(f"# note {n}")
+
+    async def killed(self: Any) -> list[Any]:
+        # What the journal holds at the moment the process dies: a record per acknowledged attach, its writer alive.
+        records = journal_records()
+        assert sorted(str(record.file_id) for record in records) == sorted(legacy.members)
+        assert all(not record.writer_gone(time.time()) for record in records)
+        del legacy.members[legacy.added[0]]  # a concurrent change dropped the first file meanwhile
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync_module._Run, "_confirm_attaches", killed)
+    with pytest.raises(KeyboardInterrupt):
+        await run(tmp_path, concurrency=1)
+    assert len(journal_records()) == 3
+
+    later = Inflight(FileJournal(inflight_module.default_directory()), clock=lambda: time.time() + 3600)
+    settings = make_settings()
+    async with running_app(settings, transport=mock_transport(legacy.router), recover_at_start=False) as app:
+        resolutions = await recover(later, ClientUpstream(app.client), app.uploads_owner())
+    assert sorted(r.kept or "" for r in resolutions) == sorted(["", *legacy.members])
+    assert [r.deleted for r in resolutions if r.deleted] == [(legacy.added[0],)]
+    assert legacy.added[0] not in legacy.files
+    assert journal_records() == []
+
+
+async def test_before_0_6_42_a_long_run_drops_the_records_of_files_read_back_as_it_goes(
+    legacy: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every _CONFIRM_EVERY_SECONDS (here at once) the base is read back for the journal's sake: the records of the
+    files it lists go, so a kill leaves few, and the journal every upload reads stays short; the end of the run still
+    reads every new file back."""
+    monkeypatch.setattr(sync_module, "_CONFIRM_EVERY_SECONDS", 0.0)
+    for n in range(4):
+        (tmp_path / f"{n}.md").write_text(f"# note {n}")
+    kept: list[int] = []
+    attaches = 0
+
+    def count(path: str) -> None:
+        nonlocal attaches
+        if path.endswith("/file/add"):
+            attaches += 1
+            kept.append(len(journal_files()))  # as the next attach begins: only the one being written
+
+    legacy.on_write = count
+    code, lines = await run(tmp_path, concurrency=1)
+    assert code == OK, lines
+    assert kept == [1, 1, 1, 1]
+    assert journal_files() == []
+    requests = [f"{c.request.method} {c.request.url.path}" for c in legacy.router.calls]
+    first_attach = requests.index(f"POST /api/v1/knowledge/{KB}/file/add")
+    reads = [r for r in requests[first_attach:] if r == f"GET /api/v1/knowledge/{KB}"]
+    assert len(reads) == 4 + 1  # one after each attach, and the end's
 
 
 def base_names(mocked: Base) -> list[str]:

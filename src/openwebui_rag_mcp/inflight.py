@@ -245,6 +245,7 @@ class Tracked:
         self._journal = journal
         self.record = record
         self.settled = False
+        self.deferred = False
 
     async def uploaded(self, file_id: str) -> None:
         """Open WebUI answered the upload: the record names the file from now on. A journal that cannot be written
@@ -275,6 +276,11 @@ class Tracked:
         """The file is attached, or removed again, or there is none: nothing is left to find."""
         self.settled = True
 
+    def defer(self) -> None:
+        """The attach was acknowledged but is read back later by the caller (before 0.6.42 a concurrent change can
+        drop it): the record outlives the write, kept alive until the caller settles it (`Inflight.confirmed`)."""
+        self.deferred = True
+
 
 class Inflight:
     """The journal of uploads in flight, over a `JournalStore`."""
@@ -289,6 +295,10 @@ class Inflight:
         self._store = store
         self._alive = alive_seconds
         self._clock = clock
+        # Records of ended writes whose attach is still to be read back (`Tracked.defer`), by file id, and the task
+        # that renews them while this process lives.
+        self._kept: dict[str, Record] = {}
+        self._keeping: asyncio.Task[None] | None = None
 
     async def save(self, record: Record) -> None:
         await self._store.put(replace(record, alive_until=self._clock() + self._alive))
@@ -352,6 +362,8 @@ class Inflight:
                 try:
                     if tracked.settled:
                         await self._store.drop(owner, record.id)
+                    elif tracked.deferred and tracked.record.file_id is not None:
+                        await self._keep(tracked.record)
                     else:
                         await self._store.put(replace(tracked.record, alive_until=0.0))
                 except Exception as error:  # the record stays; recovery finds it later
@@ -364,6 +376,40 @@ class Inflight:
                 await self.save(tracked.record)
             except Exception as error:
                 log.warning("could not renew a record of the uploads journal (%s)", type(error).__name__)
+
+    async def _keep(self, record: Record) -> None:
+        self._kept[str(record.file_id)] = record
+        await self.save(record)
+        if self._keeping is None or self._keeping.done():
+            self._keeping = asyncio.create_task(self._renew_kept())
+
+    async def _renew_kept(self) -> None:
+        while self._kept:
+            await asyncio.sleep(self._alive / 3)
+            for record in list(self._kept.values()):
+                try:
+                    await self.save(record)
+                except Exception as error:
+                    log.warning("could not renew a record of the uploads journal (%s)", type(error).__name__)
+                    break
+
+    def deferred(self) -> list[str]:
+        """The file ids whose records are kept for a read-back (`Tracked.defer`) not yet done."""
+        return list(self._kept)
+
+    async def confirmed(self, file_id: str, *, settled: bool) -> None:
+        """The read-back of a deferred attach is done: `settled` (listed, or its file removed again) drops the record;
+        otherwise (the list could not be read, or the file not removed) it is left to recovery at once."""
+        record = self._kept.pop(file_id, None)
+        if record is None:
+            return
+        try:
+            if settled:
+                await self._store.drop(record.owner, record.id)
+            else:
+                await self._store.put(replace(record, alive_until=0.0))
+        except Exception as error:  # the record stays, renewed no more: recovery looks at it once its time is out
+            log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
 
     async def gone(self, owner: str) -> list[Record]:
         """The records of `owner` whose writer is gone."""
@@ -383,6 +429,9 @@ class Inflight:
         await self._store.drop(record.owner, record.id)
 
     async def aclose(self) -> None:
+        if self._keeping is not None:  # records still kept stay in the store, renewed no more: recovery's then
+            self._keeping.cancel()
+            await asyncio.gather(self._keeping, return_exceptions=True)
         await self._store.aclose()
 
 

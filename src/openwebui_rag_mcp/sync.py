@@ -92,6 +92,7 @@ _SYNCED_NAME = re.compile(
 )
 _EXTENSION = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 _EARLIER_UPLOADS_POLL_SECONDS = 1.0
+_CONFIRM_EVERY_SECONDS = 30.0  # before 0.6.42: how often a long run reads the base back (`_confirm_some`)
 _FIRST_POLL_SHARE = 0.8  # of the median processing time of the run's recent files: most files are done by then
 # An upload Open WebUI refused before it made anything (0.6.5 under load: "Error uploading file" when its database
 # was busy) is sent once more after this pause; the second refusal is the file's answer.
@@ -666,6 +667,8 @@ class _Run:
     # (`_confirm_attaches`), and the path of each.
     attach_checks: list[str] = field(default_factory=list)
     uploaded_paths: dict[str, str] = field(default_factory=dict)
+    confirmed_at: float | None = None  # when `_confirm_some` last read the base back
+    confirming: bool = False
 
     def __post_init__(self) -> None:
         self.watch = LinkWatch(self.app.client, self.knowledge_id)
@@ -836,15 +839,47 @@ class _Run:
                 f"could not read knowledge base {self.knowledge_id} back to confirm the {len(self.attach_checks)} "
                 f"file(s) this run added ({failure.code}: {failure.message}); check with knowledge_files"
             )
+            for file_id in self.attach_checks:  # the next run's recovery looks at them (kept if listed)
+                await self._confirmed(file_id, settled=False)
             return [(self.uploaded_paths[file_id], problem) for file_id in self.attach_checks]
         found = []
         for file_id in self.attach_checks:
-            if file_id not in listed:
+            settled = file_id in listed
+            if not settled:
                 name = self.uploaded_paths[file_id]
-                problem = Problem.of(await dropped(self.app, self.knowledge_id, file_id))
+                lost, settled = await dropped(self.app, self.knowledge_id, file_id)
+                problem = Problem.of(lost)
                 self.say(f"add      {name}: FAILED - {problem}")
                 found.append((name, problem))
+            await self._confirmed(file_id, settled=settled)
         return found
+
+    async def _confirm_some(self) -> None:
+        """During a long run, every _CONFIRM_EVERY_SECONDS, the base read back for the journal's sake only: the records
+        of the deferred attaches it lists are dropped (a kill leaves fewer for recovery, and the journal each upload
+        reads stays short). Every new file is still read back at the end, as a later change could drop it too."""
+        if self.app.inflight is None or self.confirming:
+            return
+        loop = asyncio.get_running_loop()
+        waiting = self.app.inflight.deferred()
+        if self.confirmed_at is None:  # the first deferred attach: counted from here
+            self.confirmed_at = loop.time()
+        if not waiting or loop.time() - self.confirmed_at < _CONFIRM_EVERY_SECONDS:
+            return
+        self.confirming, self.confirmed_at = True, loop.time()
+        try:
+            listed = await attached_files(self.app, self.knowledge_id)
+        except ToolFailure:
+            return  # the end of the run reads it again
+        finally:
+            self.confirming = False
+        for file_id in waiting:
+            if file_id in listed:
+                await self._confirmed(file_id, settled=True)
+
+    async def _confirmed(self, file_id: str, *, settled: bool) -> None:
+        if self.app.inflight is not None:
+            await self.app.inflight.confirmed(file_id, settled=settled)
 
     async def _rename(self, file: LocalFile, moved: RemoteFile) -> Problem | None:
         content = await _read_again(file)  # before its old document goes: a file that cannot be read keeps it
@@ -915,6 +950,7 @@ class _Run:
         self.writable_checked = True
         if check_later:
             self.uploaded_paths[done.file_id] = file.relative
+            await self._confirm_some()
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
         return None

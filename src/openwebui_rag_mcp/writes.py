@@ -494,7 +494,7 @@ class Upload:
     # Before 0.6.42: where to leave the file id of an acknowledged attach for one read-back of the base's list
     # later (`sync`, at the end of its run: `sync._Run._confirm_attaches`) instead of reading the whole list after each
     # attach.
-    attach_checks: list[str] | None = None
+    attach_checks: list[str] | None = None  # its journal record stays until then (`Inflight.confirmed`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -583,8 +583,8 @@ async def _upload_and_attach(
     tracked: Tracked | None,
 ) -> Uploaded:
     """The upload and all that follows it. The journal's record is settled when the sequence leaves nothing outside
-    the base (attached, or nothing made, or removed again; an attach left in `upload.attach_checks` counts as
-    attached); otherwise recovery looks at the base later."""
+    the base (attached, or nothing made, or removed again; an attach left in `upload.attach_checks` keeps it until
+    the caller's read-back); otherwise recovery looks at the base later."""
     metadata = dict(upload.metadata)
     if tracked is not None and tracked.record.marked:  # how recovery tells this upload from any other, if need be
         metadata[UPLOAD_MARK] = tracked.record.id
@@ -618,7 +618,9 @@ async def _upload_and_attach(
         if tracked is not None and failure.outcome == "not_applied":  # the file was removed again
             tracked.settle()
         raise
-    if tracked is not None:
+    if tracked is not None and upload.attach_checks is not None and done.file_id in upload.attach_checks:
+        tracked.defer()  # settled once the caller has read the base back: a kill before that leaves it to recovery
+    elif tracked is not None:
         tracked.settle()
     return done
 
@@ -950,7 +952,7 @@ async def _confirm_or_defer(app: App, release: Release, knowledge_id: str, file_
             "could not be read (before 0.6.42 a concurrent change can drop it); check with knowledge_files."
         ) from None
     if file_id not in listed:
-        raise await dropped(app, knowledge_id, file_id)
+        raise (await dropped(app, knowledge_id, file_id))[0]
 
 
 async def attached_files(app: App, knowledge_id: str) -> set[str]:
@@ -967,8 +969,9 @@ async def attached_files(app: App, knowledge_id: str) -> set[str]:
     raise AssertionError("unreachable")
 
 
-async def dropped(app: App, knowledge_id: str, file_id: str) -> ToolFailure:
-    """A file a concurrent change dropped from the base's list after its attach: deleted again (it is in no base)."""
+async def dropped(app: App, knowledge_id: str, file_id: str) -> tuple[ToolFailure, bool]:
+    """A file a concurrent change dropped from the base's list after its attach: deleted again (it is in no base).
+    The failure to report, and whether the file is gone."""
     lost = ToolFailure(
         "upstream_error",
         f"Open WebUI accepted attaching the file, but knowledge base {knowledge_id} does not list it: before 0.6.42 "
@@ -981,11 +984,11 @@ async def dropped(app: App, knowledge_id: str, file_id: str) -> ToolFailure:
         log.warning("knowledge_add: could not remove the uploaded file %s again (%s)", file_id, problem.message)
         return lost.at("attach", file_id=file_id, outcome="partial_or_unknown").explained(
             f" The uploaded file {file_id} could not be removed again ({problem.code}): delete it in Open WebUI." + note
-        )
+        ), False
     log.warning("knowledge_add: removed the uploaded file %s again after: %s", file_id, lost.message)
     return lost.at("attach", outcome="partial_or_unknown").explained(
         f" The uploaded file {file_id} was removed again." + note
-    )
+    ), True
 
 
 async def _listed(app: App, knowledge_id: str, file_id: str) -> bool | None:
