@@ -13,6 +13,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -1486,7 +1487,7 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     from openwebui_rag_mcp.app import App
     from openwebui_rag_mcp.inflight import Record, Resolution
 
-    record = Record("r", "o", KB, "a.md", 3, "0" * 64, 0.0, 0.0, "h", 1, "", "f-old", links_itself=True)
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, time.time(), 0.0, "h", 1, "", "f-old", links_itself=True)
     waits = [Resolution(record, (), None, "still processing", processing=True)] * 2
     looks: list[int] = []
 
@@ -1502,6 +1503,41 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     assert "waiting for Open WebUI to finish 1 upload(s) a killed run left processing" in lines
     before = [c.request.url.path for c in base.router.calls[: looks[2]]]  # three looks before the base is read
     assert not [path for path in before if "/knowledge/" in path], before
+    assert len(base.members) == 1
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writer_would_have(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upload a killed run left still "processing" after its start plus OPENWEBUI_TIMEOUT and
+    OPENWEBUI_PROCESS_TIMEOUT is most likely a task Open WebUI lost in a restart: each later run would wait for it in
+    vain, so the run says so and goes on (recovery removes it after an hour); a younger one is still waited for."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    started = time.time() - 120.0 - 300.0 - 5.0  # the defaults: OPENWEBUI_TIMEOUT 120, OPENWEBUI_PROCESS_TIMEOUT 300
+    lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-lost", links_itself=True)
+    young = replace(lost, id="y", started=time.time(), file_id="f-young")
+    looks = [[lost, young], [lost, young], [lost]]
+    seen: list[int] = []
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        seen.append(len(base.router.calls))
+        records = looks.pop(0) if looks else [lost]
+        return [Resolution(record, (), None, "still processing", processing=True) for record in records]
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    notes = [line for line in lines if line.startswith("note: Open WebUI has been processing")]
+    (note,) = notes
+    assert "1 upload(s)" in note
+    assert "waiting for Open WebUI to finish 1 upload(s) a killed run left processing" in lines  # the young one
+    assert not any("going on" in line for line in lines)  # no wait ran out: the young one ended, the lost one skipped
+    assert len(seen) >= 3
     assert len(base.members) == 1
 
 

@@ -59,6 +59,7 @@ import secrets
 import stat
 import statistics
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -743,10 +744,15 @@ class _Run:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
         Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
         (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends them again (two copies could both be
-        linked) nor misses them, and (before 0.6.42) no late attach rewrites the base's list over this run's."""
+        linked) nor misses them, and (before 0.6.42) no late attach rewrites the base's list over this run's.
+        An upload is waited for only until its own writer would have given up on it (its start plus OPENWEBUI_TIMEOUT
+        and OPENWEBUI_PROCESS_TIMEOUT): one still processing after that is most likely a task Open WebUI lost in a
+        restart, whose status never changes again, and each later run would wait for it in vain. Should it be only
+        slow, Open WebUI's duplicate check keeps it and this run's copy from both holding the text."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.app.settings.process_timeout
-        said = False
+        settings = self.app.settings
+        deadline = loop.time() + settings.process_timeout
+        said = told_overdue = False
         while True:
             try:
                 resolutions = await self.app.recover_uploads()
@@ -754,6 +760,16 @@ class _Run:
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
                 return
             waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
+            now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
+            overdue = [r for r in waiting if now > r.record.started + settings.timeout + settings.process_timeout]
+            if overdue and not told_overdue:
+                told_overdue = True
+                self.say(
+                    f"note: Open WebUI has been processing {len(overdue)} upload(s) a killed run left for longer than "
+                    "OPENWEBUI_PROCESS_TIMEOUT (lost in a restart?); not waiting for them (a later run or "
+                    "`openwebui-rag-mcp recover` removes them once they end, or after an hour)"
+                )
+            waiting = [r for r in waiting if r not in overdue]
             if not waiting:
                 return
             if loop.time() > deadline:
