@@ -1541,6 +1541,35 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
     assert len(base.members) == 1
 
 
+@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+async def test_a_listed_document_whose_upload_open_webui_never_finished_is_sent_again(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.10 links an upload before it indexes it into the base: a restart in between leaves it listed, with the hash
+    of its text, but never in the base's search index, and still "processing" for good. Past its writer's deadline,
+    the run takes it for an old version: the file is sent again, then the stuck one removed."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    (tmp_path / "a.md").write_text("# A")
+    assert (await run(tmp_path))[0] == OK
+    (stuck,) = base.members
+    started = time.time() - 120.0 - 300.0 - 5.0
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", stuck, links_itself=True)
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        return [Resolution(record, (), None, "still processing", processing=True)] if stuck in base.files else []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert lines[-1] == "done: 0 added, 1 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
+    assert stuck not in base.files
+    (again,) = base.members
+    assert base_names(base) == ["a.md"]
+    assert again != stuck
+
+
 async def test_write_access_is_read_until_an_upload_got_in_not_for_every_file(base: Base, tmp_path: Path) -> None:
     """Once one upload of the run got in, the key may write to the base: later files skip that read (Open WebUI still
     refuses an attach or link to a base made read-only since, and the file is removed again). Not on 0.9.6, whose

@@ -597,7 +597,10 @@ class _Base:
     from_earlier_versions: int = 0  # marked without a source id, or named the old way (or like it)
 
 
-async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
+async def _read_base(app: App, knowledge_id: str, source: str | None, lost: set[str] | None = None) -> _Base:
+    """`lost`: files of uploads a killed run left that Open WebUI has been processing for too long (a task lost in a
+    restart): one the base lists (0.10 links before it indexes into the base) is taken for an old version to replace,
+    as its text may never have reached the base's search index."""
     app.check_base(knowledge_id)
     raw, _ = await app.client.knowledge_files(knowledge_id, None)
     release = await app.client.release()
@@ -612,12 +615,13 @@ async def _read_base(app: App, knowledge_id: str, source: str | None) -> _Base:
     base = _Base(mirrored, release.folders and named_ours)
     for document in documents:
         parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
+        suspect = lost is not None and document.file_id in lost
         if source is not None and mirrored and _marked(document) and _source_of(document) == source:
-            base.ours.append(RemoteFile(document.file_id, document.path, document.sha256 or ""))
+            base.ours.append(RemoteFile(document.file_id, document.path, "" if suspect else document.sha256 or ""))
             continue
         if source is not None and not mirrored and _named_by(document, source, release.folders):
             assert parsed is not None
-            base.ours.append(RemoteFile(document.file_id, parsed[0], parsed[1]))
+            base.ours.append(RemoteFile(document.file_id, parsed[0], "" if suspect else parsed[1]))
             continue
         names = [(document.path, document.sha256)] if document.sha256 else []
         names += [(parsed[0], parsed[1])] if parsed else []
@@ -676,15 +680,16 @@ class _Run:
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
+        lost: set[str] = set()
         if not dry_run:
-            await self._await_earlier_uploads()
+            lost = await self._await_earlier_uploads()
         max_bytes = app.settings.upload_max_bytes
         try:
             # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
             # mirror, read again in the rare case that the base goes on with names instead.
             guess = (await app.client.release()).folders
             scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=guess))
-            base = await _read_base(app, knowledge_id, self.source)
+            base = await _read_base(app, knowledge_id, self.source, lost)
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
@@ -740,7 +745,7 @@ class _Run:
             return SOME_FAILED if failed else OK
         return await self._apply(todo, removals, failed)
 
-    async def _await_earlier_uploads(self) -> None:
+    async def _await_earlier_uploads(self) -> set[str]:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
         Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
         (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends them again (two copies could both be
@@ -748,17 +753,19 @@ class _Run:
         An upload is waited for only until its own writer would have given up on it (its start plus OPENWEBUI_TIMEOUT
         and OPENWEBUI_PROCESS_TIMEOUT): one still processing after that is most likely a task Open WebUI lost in a
         restart, whose status never changes again, and each later run would wait for it in vain. Should it be only
-        slow, Open WebUI's duplicate check keeps it and this run's copy from both holding the text."""
+        slow, Open WebUI's duplicate check keeps it and this run's copy from both holding the text. Returns the file
+        ids of those not waited for."""
         loop = asyncio.get_running_loop()
         settings = self.app.settings
         deadline = loop.time() + settings.process_timeout
         said = told_overdue = False
+        lost: set[str] = set()
         while True:
             try:
                 resolutions = await self.app.recover_uploads()
             except Exception as error:  # the writes' own recovery says the same again; nothing is lost by going on
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
-                return
+                return lost
             waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
             now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
             overdue = [r for r in waiting if now > r.record.started + settings.timeout + settings.process_timeout]
@@ -769,15 +776,16 @@ class _Run:
                     "OPENWEBUI_PROCESS_TIMEOUT (lost in a restart?); not waiting for them (a later run or "
                     "`openwebui-rag-mcp recover` removes them once they end, or after an hour)"
                 )
+            lost |= {r.record.file_id for r in overdue if r.record.file_id}
             waiting = [r for r in waiting if r not in overdue]
             if not waiting:
-                return
+                return lost
             if loop.time() > deadline:
                 self.say(
                     f"note: Open WebUI is still processing {len(waiting)} upload(s) a killed run left; going on (a "
                     "later run or `openwebui-rag-mcp recover` settles them)"
                 )
-                return
+                return lost
             if not said:
                 self.say(f"waiting for Open WebUI to finish {len(waiting)} upload(s) a killed run left processing")
                 said = True
