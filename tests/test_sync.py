@@ -1561,6 +1561,7 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_sent_
         return [Resolution(record, (), None, "still processing", processing=True)] if stuck in base.files else []
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    calls = len(base.router.calls)
     code, lines = await run(tmp_path)
     assert code == OK, lines
     assert lines[-1] == "done: 0 added, 1 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
@@ -1568,6 +1569,10 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_sent_
     (again,) = base.members
     assert base_names(base) == ["a.md"]
     assert again != stuck
+    # The stuck one goes first: Open WebUI removes a document's vectors by its text's hash too, which the new copy
+    # shares, so removed after it, it would take the new copy's out of the base's search index.
+    writes = writes_since(base, calls)
+    assert writes.index(f"POST /api/v1/knowledge/{KB}/file/remove") < writes.index("POST /api/v1/files/"), writes
 
 
 async def test_write_access_is_read_until_an_upload_got_in_not_for_every_file(base: Base, tmp_path: Path) -> None:

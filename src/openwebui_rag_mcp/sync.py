@@ -673,6 +673,8 @@ class _Run:
     attach_checks: list[str] = field(default_factory=list)
     uploaded_paths: dict[str, str] = field(default_factory=dict)
     confirmed_at: float | None = None  # when `_confirm_some` last read the base back
+    # Files of uploads a killed run left that Open WebUI never finished (`_await_earlier_uploads`).
+    lost: set[str] = field(default_factory=set)
     confirming: bool = False
 
     def __post_init__(self) -> None:
@@ -680,16 +682,15 @@ class _Run:
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
-        lost: set[str] = set()
         if not dry_run:
-            lost = await self._await_earlier_uploads()
+            self.lost = await self._await_earlier_uploads()
         max_bytes = app.settings.upload_max_bytes
         try:
             # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
             # mirror, read again in the rare case that the base goes on with names instead.
             guess = (await app.client.release()).folders
             scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=guess))
-            base = await _read_base(app, knowledge_id, self.source, lost)
+            base = await _read_base(app, knowledge_id, self.source, self.lost)
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
@@ -918,6 +919,12 @@ class _Run:
         content = await _read_again(file)
         if isinstance(content, Problem):
             return content
+        # A document Open WebUI never indexed into the base (`_read_base`'s `lost`) goes first: removed after the new
+        # copy, Open WebUI's removal by the text's hash would take the new copy's vectors with it.
+        for entry in [entry for entry in old if entry.file_id in self.lost]:
+            if problem := await self._remove(entry):
+                return problem
+            old = [other for other in old if other is not entry]
         # A new file's attach is read back at the end of the run (before 0.6.42); a new version's at once, so that a
         # dropped one never takes its old version with it.
         problem = await self._put(file, content, check_later=not old)

@@ -33,8 +33,8 @@ from typing import Any, cast
 import anyio
 import pytest
 
+from devtools import fake_embeddings, replicas
 from devtools import openwebui_local as owui
-from devtools import replicas
 from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
 from tests.live.http import mcp_http, not_on_this_release
@@ -425,3 +425,65 @@ def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.F
     assert third.returncode == 0, third.stdout
     assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 30 unchanged, 0 failed" in third.stdout
     assert inst.api_key not in second.stdout + third.stdout + "\n".join(lines)
+
+
+# -- Open WebUI 0.10 killed between linking an upload and indexing it into the base -------------------------------
+
+
+@pytest.mark.releases("0.10.2")  # 0.10 links an upload to its base before it indexes it there (0.11+ after)
+def test_a_document_a_restart_left_listed_but_never_indexed_is_sent_again(
+    live_openwebui: Instance, tmp_path: Path
+) -> None:
+    """A `sync` and Open WebUI both killed once Open WebUI has linked the upload and while it indexes it into the base
+    (the test embedding server holds that note's embedding 4 s): the file stays listed, "completed", never marked as
+    written to the base, and not found by its words, for good. Once its upload is past its writer's deadline, the next
+    run removes the stuck one and sends the file again (in that order: Open WebUI removes a document's vectors by its
+    text's hash too); the note is then found by its words."""
+    inst = live_openwebui
+    run = uuid.uuid4().hex[:8]
+    words = f"pangolin{run} axolotl{run} tapir{run}"
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "held.md").write_text(f"# Held\n\n{words} {fake_embeddings.SLOW_MARKER}.\n", encoding="utf-8")
+    knowledge_id = owui.create_knowledge(inst, f"fault-link-{run}", "restarted mid-indexing", private=True)
+    before = owui.file_ids(inst)
+    # Short deadlines, so the killed run's upload is past its writer's deadline (its start plus both) soon.
+    env = sync_env(inst) | {
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "OPENWEBUI_TIMEOUT": "10",
+        "OPENWEBUI_PROCESS_TIMEOUT": "30",
+    }
+    argv = [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id]
+    started = time.monotonic()
+    first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        eventually(lambda: bool(owui.files_of(inst, knowledge_id)), HOLD_WAIT, "the upload's link to the base")
+    finally:
+        first.kill()
+        first.wait()
+    owui.restart(inst, kill=True)  # within the 4 s the embedding of the note for the base is held
+    (stuck,) = owui.files_of(inst, knowledge_id)
+    described = _described(inst, stuck)
+    assert f" {knowledge_id} " not in described, f"indexed into the base before the kill: {described}"
+    assert not searchable(inst, knowledge_id, words)
+
+    time.sleep(max(0.0, started + 10 + 30 + 5 - time.monotonic()))
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "1 replaced" in second.stdout, second.stdout
+    (again,) = owui.files_of(inst, knowledge_id)
+    assert again != stuck
+    assert stuck not in owui.file_ids(inst)  # the stuck one's file is gone too
+    assert searchable(inst, knowledge_id, words)
+    assert not strays(inst, before, knowledge_id)
+    third = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 0 failed" in third.stdout, third.stdout
+
+
+def searchable(inst: Instance, knowledge_id: str, words: str) -> bool:
+    """Whether a search of the base finds the words; a base with nothing indexed may answer with an error instead."""
+    try:
+        answer = owui.query_collection(inst, [knowledge_id], words, k=5)
+    except owui.OpenWebUIError:
+        return False
+    return any(words in text for documents in answer.get("documents") or [] for text in documents)
