@@ -14,6 +14,8 @@
   lost, nothing left in no base.
 - An attach held by a proxy until the server gave up on its answer, then run by Open WebUI: the write waits for it
   under the base's lock and says "added"; the document is there once and searchable, nothing left in no base.
+- On 0.10.2 only (it links an upload before indexing it into the base): Open WebUI and a `sync` killed in between;
+  the next run past the upload's deadline makes the stuck document searchable.
 
 `docs/writes.md` has the table of these faults, the promise and the test.
 """
