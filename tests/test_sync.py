@@ -1542,12 +1542,15 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
 
 
 @pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
-async def test_a_listed_document_whose_upload_open_webui_never_finished_is_sent_again(
-    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("moved", [False, True])
+async def test_a_listed_document_whose_upload_open_webui_never_finished_is_removed_then_sent_again(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moved: bool
 ) -> None:
     """0.10 links an upload before it indexes it into the base: a restart in between leaves it listed, with the hash
     of its text, but never in the base's search index, and still "processing" for good. Past its writer's deadline,
-    the run takes it for an old version: the file is sent again, then the stuck one removed."""
+    the run does not count it as held: it removes it first (Open WebUI removes a document's vectors by its text's
+    hash too, which a new copy shares), then sends the file again, also when the file has moved meanwhile (no
+    `--delete` needed: the stuck one is an upload that never finished, not a document)."""
     from openwebui_rag_mcp.app import App
     from openwebui_rag_mcp.inflight import Record, Resolution
 
@@ -1561,18 +1564,46 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_sent_
         return [Resolution(record, (), None, "still processing", processing=True)] if stuck in base.files else []
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    if moved:
+        (tmp_path / "a.md").rename(tmp_path / "b.md")
     calls = len(base.router.calls)
     code, lines = await run(tmp_path)
     assert code == OK, lines
-    assert lines[-1] == "done: 0 added, 1 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
+    assert lines[-1] == "done: 1 added, 0 replaced, 0 renamed, 1 removed, 0 unchanged, 0 failed"
     assert stuck not in base.files
     (again,) = base.members
-    assert base_names(base) == ["a.md"]
+    assert base_names(base) == ["b.md" if moved else "a.md"]
     assert again != stuck
-    # The stuck one goes first: Open WebUI removes a document's vectors by its text's hash too, which the new copy
-    # shares, so removed after it, it would take the new copy's out of the base's search index.
     writes = writes_since(base, calls)
     assert writes.index(f"POST /api/v1/knowledge/{KB}/file/remove") < writes.index("POST /api/v1/files/"), writes
+
+
+@pytest.mark.parametrize("base", ["0.8.12"], indirect=True)
+async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadline(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only uploads that link themselves are given up on at their writer's deadline: an attach may begin late (after
+    its processing and its turn at the base's lock) and Open WebUI may still run it, so it is waited for while its
+    own window lasts."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    started = time.time() - 120.0 - 300.0 - 5.0
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-old", attach_by=time.time() + 60)
+    looks = [True, True]
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        waiting = looks.pop() if looks else False
+        return [Resolution(record, (), None, "attach may still run", processing=True)] if waiting else []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert "waiting for Open WebUI to finish 1 upload(s) a killed run left processing" in lines
+    assert not any(line.startswith("note: Open WebUI has been processing") for line in lines), lines
+    assert looks == []  # looked at until it ended
 
 
 async def test_write_access_is_read_until_an_upload_got_in_not_for_every_file(base: Base, tmp_path: Path) -> None:

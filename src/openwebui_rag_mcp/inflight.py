@@ -379,14 +379,16 @@ class Inflight:
 
     async def _keep(self, record: Record) -> None:
         self._kept[str(record.file_id)] = record
-        await self.save(record)
-        if self._keeping is None or self._keeping.done():
+        if self._keeping is None or self._keeping.done():  # first, so that a save that fails is renewed later
             self._keeping = asyncio.create_task(self._renew_kept())
+        await self.save(record)
 
     async def _renew_kept(self) -> None:
         while self._kept:
             await asyncio.sleep(self._alive / 3)
-            for record in list(self._kept.values()):
+            for file_id, record in list(self._kept.items()):
+                if self._kept.get(file_id) is not record:  # confirmed meanwhile: not written back
+                    continue
                 try:
                     await self.save(record)
                 except Exception as error:
@@ -403,13 +405,16 @@ class Inflight:
         record = self._kept.pop(file_id, None)
         if record is None:
             return
-        try:
-            if settled:
-                await self._store.drop(record.owner, record.id)
-            else:
-                await self._store.put(replace(record, alive_until=0.0))
-        except Exception as error:  # the record stays, renewed no more: recovery looks at it once its time is out
-            log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
+        # Bounded as a write's own end is; the record stays, renewed no more, when the journal does not answer:
+        # recovery looks at it once its time is out.
+        with anyio.move_on_after(UPDATE_SECONDS):
+            try:
+                if settled:
+                    await self._store.drop(record.owner, record.id)
+                else:
+                    await self._store.put(replace(record, alive_until=0.0))
+            except Exception as error:
+                log.warning("could not update the journal of uploads in flight (%s)", type(error).__name__)
 
     async def gone(self, owner: str) -> list[Record]:
         """The records of `owner` whose writer is gone."""

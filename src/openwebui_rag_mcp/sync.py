@@ -592,6 +592,8 @@ class _Base:
     mirrored: bool
     kept_names: bool  # the release has folders, but the base goes on with the name scheme for this folder
     ours: list[RemoteFile] = field(default_factory=list)  # this folder's documents
+    # This folder's documents Open WebUI listed but never indexed into the base (`_read_base`'s `lost`): not held
+    stuck: list[RemoteFile] = field(default_factory=list)
     others: list[Other] = field(default_factory=list)
     from_other_folders: int = 0
     from_earlier_versions: int = 0  # marked without a source id, or named the old way (or like it)
@@ -599,8 +601,8 @@ class _Base:
 
 async def _read_base(app: App, knowledge_id: str, source: str | None, lost: set[str] | None = None) -> _Base:
     """`lost`: files of uploads a killed run left that Open WebUI has been processing for too long (a task lost in a
-    restart): one the base lists (0.10 links before it indexes into the base) is taken for an old version to replace,
-    as its text may never have reached the base's search index."""
+    restart): one the base lists (0.10 links before it indexes into the base) is not held but `stuck`, as its text
+    may never have reached the base's search index."""
     app.check_base(knowledge_id)
     raw, _ = await app.client.knowledge_files(knowledge_id, None)
     release = await app.client.release()
@@ -615,13 +617,13 @@ async def _read_base(app: App, knowledge_id: str, source: str | None, lost: set[
     base = _Base(mirrored, release.folders and named_ours)
     for document in documents:
         parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
-        suspect = lost is not None and document.file_id in lost
+        held = base.stuck if lost is not None and document.file_id in lost else base.ours
         if source is not None and mirrored and _marked(document) and _source_of(document) == source:
-            base.ours.append(RemoteFile(document.file_id, document.path, "" if suspect else document.sha256 or ""))
+            held.append(RemoteFile(document.file_id, document.path, document.sha256 or ""))
             continue
         if source is not None and not mirrored and _named_by(document, source, release.folders):
             assert parsed is not None
-            base.ours.append(RemoteFile(document.file_id, parsed[0], "" if suspect else parsed[1]))
+            held.append(RemoteFile(document.file_id, parsed[0], parsed[1]))
             continue
         names = [(document.path, document.sha256)] if document.sha256 else []
         names += [(parsed[0], parsed[1])] if parsed else []
@@ -673,8 +675,6 @@ class _Run:
     attach_checks: list[str] = field(default_factory=list)
     uploaded_paths: dict[str, str] = field(default_factory=dict)
     confirmed_at: float | None = None  # when `_confirm_some` last read the base back
-    # Files of uploads a killed run left that Open WebUI never finished (`_await_earlier_uploads`).
-    lost: set[str] = field(default_factory=set)
     confirming: bool = False
 
     def __post_init__(self) -> None:
@@ -682,15 +682,14 @@ class _Run:
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
-        if not dry_run:
-            self.lost = await self._await_earlier_uploads()
+        lost = set() if dry_run else await self._await_earlier_uploads()
         max_bytes = app.settings.upload_max_bytes
         try:
             # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
             # mirror, read again in the rare case that the base goes on with names instead.
             guess = (await app.client.release()).folders
             scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=guess))
-            base = await _read_base(app, knowledge_id, self.source, self.lost)
+            base = await _read_base(app, knowledge_id, self.source, lost)
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
@@ -735,6 +734,11 @@ class _Run:
                 f"knowledge base {knowledge_id} also holds {' and '.join(others)}: this folder's runs never replace, "
                 "rename or remove them"
             )
+        if base.stuck:
+            say(
+                f"{len(base.stuck)} document(s) of this folder that Open WebUI listed but never indexed (an upload a "
+                "restart cut short) are removed first, and sent again where their file is still in the folder"
+            )
         failed = [f"{reason.shown}: {reason.why}" for reason in todo.skipped if reason.fails]
         for reason in todo.skipped:
             say(f"skipped   {reason.shown}: {reason.why}")
@@ -742,9 +746,9 @@ class _Run:
             say(f"refused: {refusal}; nothing was changed")
             return REFUSED
         if dry_run:
-            self._say_plan(todo, removals, to_create, uploads)
+            self._say_plan(todo, base.stuck + removals, to_create, uploads)
             return SOME_FAILED if failed else OK
-        return await self._apply(todo, removals, failed)
+        return await self._apply(todo, removals, failed, first=base.stuck)
 
     async def _await_earlier_uploads(self) -> set[str]:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
@@ -769,7 +773,13 @@ class _Run:
                 return lost
             waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
             now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
-            overdue = [r for r in waiting if now > r.record.started + settings.timeout + settings.process_timeout]
+            # Only uploads that link themselves: an attach Open WebUI may still run is waited for as long as its own
+            # window lasts (it may begin late, after its processing and its turn at the lock).
+            overdue = [
+                r
+                for r in waiting
+                if r.record.links_itself and now > r.record.started + settings.timeout + settings.process_timeout
+            ]
             if overdue and not told_overdue:
                 told_overdue = True
                 self.say(
@@ -807,16 +817,18 @@ class _Run:
             self.say(f"would remove   {entry.key} ({entry.file_id})")
         self.say("dry run: nothing was changed")
 
-    async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str]) -> int:
+    async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str], first: list[RemoteFile]) -> int:
         """Renames, additions and replacements `concurrency` at a time (each holds one file's bytes; their attaches
         take turns under the base's lock), before 0.6.42 the new files' attaches read back, then the removals: a
-        document goes only once every upload that could replace it has ended. One line per file as each ends."""
+        document goes only once every upload that could replace it has ended. One line per file as each ends.
+        `first`: documents never indexed into the base, removed before anything is uploaded (Open WebUI removes a
+        document's vectors by its text's hash too, so removed after a new copy, one would take the copy's with it)."""
         steps: list[tuple[str, str, Callable[[], Awaitable[Problem | None]]]] = [
             ("rename", file.relative, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
         ]
         steps += [("add", file.relative, functools.partial(self._replace, file, [])) for file in todo.add]
         steps += [("replace", file.relative, functools.partial(self._replace, file, old)) for file, old in todo.replace]
-        total = len(steps) + len(removals)
+        total = len(first) + len(steps) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
         turns = asyncio.Semaphore(self.concurrency)
@@ -834,6 +846,9 @@ class _Run:
                 succeeded[action] += 1
                 ended_well.add(name)
 
+        async with anyio.create_task_group() as group:
+            for entry in first:
+                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
         async with anyio.create_task_group() as group:
             for action, name, step in steps:
                 group.start_soon(run, action, name, step)
@@ -919,12 +934,6 @@ class _Run:
         content = await _read_again(file)
         if isinstance(content, Problem):
             return content
-        # A document Open WebUI never indexed into the base (`_read_base`'s `lost`) goes first: removed after the new
-        # copy, Open WebUI's removal by the text's hash would take the new copy's vectors with it.
-        for entry in [entry for entry in old if entry.file_id in self.lost]:
-            if problem := await self._remove(entry):
-                return problem
-            old = [other for other in old if other is not entry]
         # A new file's attach is read back at the end of the run (before 0.6.42); a new version's at once, so that a
         # dropped one never takes its old version with it.
         problem = await self._put(file, content, check_later=not old)

@@ -472,7 +472,7 @@ def test_a_document_a_restart_left_listed_but_never_indexed_is_sent_again(
     time.sleep(max(0.0, started + 10 + 30 + 5 - time.monotonic()))
     second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "1 replaced" in second.stdout, second.stdout
+    assert "done: 1 added, 0 replaced, 0 renamed, 1 removed, 0 unchanged, 0 failed" in second.stdout, second.stdout
     (again,) = owui.files_of(inst, knowledge_id)
     assert again != stuck
     assert stuck not in owui.file_ids(inst)  # the stuck one's file is gone too
