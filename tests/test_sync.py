@@ -1578,6 +1578,33 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_remov
     assert writes.index(f"POST /api/v1/knowledge/{KB}/file/remove") < writes.index("POST /api/v1/files/"), writes
 
 
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_an_unlinked_upload_open_webui_never_finished_is_deleted_past_its_deadline(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.11+ link an upload once it is indexed: a task a restart lost leaves the file in no base, "processing" for
+    good. Past its writer's deadline the run deletes it (recovery would wait an hour), and the note is sent again."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    base.files["f-stuck"] = {"id": "f-stuck", "filename": "a.md", "meta": {}, "hash": None, "data": {}}
+    base.files["f-stuck"]["data"]["status"] = "processing"
+    started = time.time() - 120.0 - 300.0 - 5.0
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-stuck", links_itself=True)
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        return [Resolution(record, (), None, "still processing", processing=True)] if "f-stuck" in base.files else []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert "removed 1 file(s) of uploads a killed run left that Open WebUI never finished" in lines
+    assert "f-stuck" not in base.files
+    assert base_names(base) == ["a.md"]
+    assert lines[-1] == "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
+
+
 @pytest.mark.parametrize("base", ["0.8.12"], indirect=True)
 async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadline(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -594,6 +594,7 @@ class _Base:
     ours: list[RemoteFile] = field(default_factory=list)  # this folder's documents
     # This folder's documents Open WebUI listed but never indexed into the base (`_read_base`'s `lost`): not held
     stuck: list[RemoteFile] = field(default_factory=list)
+    listed: set[str] = field(default_factory=set)  # the file id of every document of the base
     others: list[Other] = field(default_factory=list)
     from_other_folders: int = 0
     from_earlier_versions: int = 0  # marked without a source id, or named the old way (or like it)
@@ -614,7 +615,7 @@ async def _read_base(app: App, knowledge_id: str, source: str | None, lost: set[
     if mirrored and not release.folder_paths:  # 0.9.6 to 0.11: the lists do not say which folder
         folder_of = await _folders_of_documents(app, knowledge_id, documents)
         documents = [_in_folder(document, folder_of.get(document.file_id, "")) for document in documents]
-    base = _Base(mirrored, release.folders and named_ours)
+    base = _Base(mirrored, release.folders and named_ours, listed={document.file_id for document in documents})
     for document in documents:
         parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
         held = base.stuck if lost is not None and document.file_id in lost else base.ours
@@ -745,9 +746,13 @@ class _Run:
         if refusal is not None:
             say(f"refused: {refusal}; nothing was changed")
             return REFUSED
+        # Uploads a killed run left that Open WebUI never finished and never linked (0.11+ link once indexed): files
+        # in no base, which recovery would otherwise leave for an hour.
+        unlisted = sorted(lost - base.listed)
         if dry_run:
             self._say_plan(todo, base.stuck + removals, to_create, uploads)
             return SOME_FAILED if failed else OK
+        await self._delete_lost(unlisted)
         return await self._apply(todo, removals, failed, first=base.stuck)
 
     async def _await_earlier_uploads(self) -> set[str]:
@@ -864,6 +869,23 @@ class _Run:
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
         )
         return SOME_FAILED if failed else OK
+
+    async def _delete_lost(self, file_ids: list[str]) -> None:
+        """Delete the files of uploads a killed run left that Open WebUI never finished nor linked (past their
+        writer's deadline: `_await_earlier_uploads`); what cannot be deleted is left to recovery."""
+        deleted = 0
+        for file_id in file_ids:
+            try:
+                await self.app.client.delete_file(file_id)
+            except ToolFailure as failure:
+                if failure.code != "not_found":
+                    self.say(
+                        f"note: could not remove file {file_id}, an unfinished upload of a killed run ({failure.code})"
+                    )
+                continue
+            deleted += 1
+        if deleted:
+            self.say(f"removed {deleted} file(s) of uploads a killed run left that Open WebUI never finished")
 
     async def _confirm_attaches(self) -> list[tuple[str, Problem]]:
         """Before 0.6.42, the files this run added, read back in the base's list once its uploads are done: one read
