@@ -1578,6 +1578,36 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_remov
     assert writes.index(f"POST /api/v1/knowledge/{KB}/file/remove") < writes.index("POST /api/v1/files/"), writes
 
 
+@pytest.mark.parametrize("base", ["0.10.2"], indirect=True)
+async def test_a_file_whose_stuck_document_cannot_be_removed_is_not_sent_again(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing the stuck document later would take a new copy's vectors with it (by the text's hash): while it cannot
+    be removed, the file is named as failed and not sent."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "b.md").write_text("# B")
+    assert (await run(tmp_path))[0] == OK
+    stuck = next(file_id for file_id in base.members if base.files[file_id]["filename"] == "a.md")
+    started = time.time() - 120.0 - 300.0 - 5.0
+    record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", stuck, links_itself=True)
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        return [Resolution(record, (), None, "still processing", processing=True)]
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    base.router.post(f"/api/v1/knowledge/{KB}/file/remove").respond(502, text="bad gateway")
+    calls = len(base.router.calls)
+    code, lines = await run(tmp_path)
+    assert code == SOME_FAILED, lines
+    assert any(line.startswith("add      a.md: FAILED") and "not removed" in line for line in lines), lines
+    assert lines[-1] == "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 2 failed"
+    assert "POST /api/v1/files/" not in writes_since(base, calls)  # nothing sent
+    assert stuck in base.members
+
+
 @pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
 async def test_an_unlinked_upload_open_webui_never_finished_is_deleted_past_its_deadline(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

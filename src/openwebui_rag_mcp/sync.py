@@ -618,7 +618,9 @@ async def _read_base(app: App, knowledge_id: str, source: str | None, lost: set[
     base = _Base(mirrored, release.folders and named_ours, listed={document.file_id for document in documents})
     for document in documents:
         parsed = None if _marked(document) else parse_name(document.path.rpartition("/")[2])
-        held = base.stuck if lost is not None and document.file_id in lost else base.ours
+        # 0.11+ link once indexed: a lost upload listed there has ended well after all
+        stuck = lost is not None and document.file_id in lost and release.links_before_indexing
+        held = base.stuck if stuck else base.ours
         if source is not None and mirrored and _marked(document) and _source_of(document) == source:
             held.append(RemoteFile(document.file_id, document.path, document.sha256 or ""))
             continue
@@ -789,8 +791,8 @@ class _Run:
                 told_overdue = True
                 self.say(
                     f"note: Open WebUI has been processing {len(overdue)} upload(s) a killed run left for longer than "
-                    "OPENWEBUI_PROCESS_TIMEOUT (lost in a restart?); not waiting for them (a later run or "
-                    "`openwebui-rag-mcp recover` removes them once they end, or after an hour)"
+                    "OPENWEBUI_PROCESS_TIMEOUT (lost in a restart?); not waiting for them: what they left is removed "
+                    "and their files sent again"
                 )
             lost |= {r.record.file_id for r in overdue if r.record.file_id}
             waiting = [r for r in waiting if r not in overdue]
@@ -828,11 +830,23 @@ class _Run:
         document goes only once every upload that could replace it has ended. One line per file as each ends.
         `first`: documents never indexed into the base, removed before anything is uploaded (Open WebUI removes a
         document's vectors by its text's hash too, so removed after a new copy, one would take the copy's with it)."""
-        steps: list[tuple[str, str, Callable[[], Awaitable[Problem | None]]]] = [
-            ("rename", file.relative, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
+        # A file whose stuck document could not be removed is not sent: its new copy's vectors would go with that
+        # document's removal later.
+        blocked: dict[str, Problem] = {}
+
+        async def remove_first(entry: RemoteFile) -> Problem | None:
+            if problem := await self._remove(entry):
+                blocked[entry.key] = Problem(problem.code, f"its unfinished earlier upload was not removed: {problem}")
+            return problem
+
+        def unless_blocked(file: LocalFile, step: Step) -> Step:
+            return functools.partial(_refused, blocked[file.identity]) if file.identity in blocked else step
+
+        steps: list[tuple[str, LocalFile, Step]] = [
+            ("rename", file, functools.partial(self._rename, file, moved)) for file, moved in todo.renamed
         ]
-        steps += [("add", file.relative, functools.partial(self._replace, file, [])) for file in todo.add]
-        steps += [("replace", file.relative, functools.partial(self._replace, file, old)) for file, old in todo.replace]
+        steps += [("add", file, functools.partial(self._replace, file, [])) for file in todo.add]
+        steps += [("replace", file, functools.partial(self._replace, file, old)) for file, old in todo.replace]
         total = len(first) + len(steps) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
@@ -853,10 +867,10 @@ class _Run:
 
         async with anyio.create_task_group() as group:
             for entry in first:
-                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
+                group.start_soon(run, "remove", entry.key, functools.partial(remove_first, entry))
         async with anyio.create_task_group() as group:
-            for action, name, step in steps:
-                group.start_soon(run, action, name, step)
+            for action, file, step in steps:
+                group.start_soon(run, action, file.relative, unless_blocked(file, step))
         for name, problem in await self._confirm_attaches():
             if name in ended_well:
                 succeeded["add"] -= 1
@@ -1147,6 +1161,13 @@ class Problem:
 
     def __str__(self) -> str:
         return self.message if self.code == "changed" else f"{self.code}: {self.message}"
+
+
+Step = Callable[[], Awaitable["Problem | None"]]
+
+
+async def _refused(problem: Problem) -> Problem:
+    return problem
 
 
 async def _quiet(progress: float, total: float, message: str) -> None:
