@@ -766,3 +766,23 @@ async def test_a_deferred_record_outlives_its_write_renewed_until_confirmed(tmp_
     assert left.file_id == "file-2"
     assert [r.file_id for r in await inflight.gone(OWNER)] == ["file-2"]
     await inflight.aclose()
+
+
+async def test_an_upload_that_links_itself_records_when_its_writer_gives_up_on_its_processing(tmp_path: Path) -> None:
+    """`process_by`: its start plus OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT as its writer had them, so a later
+    run with other settings still knows it; a writer on another host gets the clock slack on top."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    async with inflight.tracking(
+        OWNER, "kb", "a.md", b"x", marked=True, answer_within=60, links_itself=True, process_within=600
+    ) as tracked:
+        record = tracked.record
+    assert record.process_by == 1_000_000.0 + 60 + 600
+    assert not record.past_processing(1_000_000.0 + 659, fallback_within=1)  # its own deadline, not the fallback
+    assert record.past_processing(1_000_000.0 + 661, fallback_within=10**6)
+    elsewhere = replace(record, host="another-host")
+    assert not elsewhere.past_processing(1_000_000.0 + 661, fallback_within=1)
+    assert elsewhere.past_processing(1_000_000.0 + 660 + inflight_module.CLOCK_SLACK_SECONDS + 1, fallback_within=1)
+    earlier_version = replace(record, process_by=0.0)
+    assert earlier_version.past_processing(1_000_000.0 + 11, fallback_within=10)
+    await inflight.aclose()

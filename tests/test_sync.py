@@ -1516,7 +1516,7 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
     from openwebui_rag_mcp.app import App
     from openwebui_rag_mcp.inflight import Record, Resolution
 
-    started = time.time() - 120.0 - 300.0 - 5.0  # the defaults: OPENWEBUI_TIMEOUT 120, OPENWEBUI_PROCESS_TIMEOUT 300
+    started = time.time() - 1000.0  # past the defaults (120 + 300 s) and 120 s of clock slack (from host "h")
     lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-lost", links_itself=True)
     young = replace(lost, id="y", started=time.time(), file_id="f-young")
     looks = [[lost, young], [lost, young], [lost]]
@@ -1557,7 +1557,7 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_remov
     (tmp_path / "a.md").write_text("# A")
     assert (await run(tmp_path))[0] == OK
     (stuck,) = base.members
-    started = time.time() - 120.0 - 300.0 - 5.0
+    started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", stuck, links_itself=True)
 
     async def recover_uploads(self: App) -> list[Resolution]:
@@ -1591,7 +1591,7 @@ async def test_a_file_whose_stuck_document_cannot_be_removed_is_not_sent_again(
     (tmp_path / "b.md").write_text("# B")
     assert (await run(tmp_path))[0] == OK
     stuck = next(file_id for file_id in base.members if base.files[file_id]["filename"] == "a.md")
-    started = time.time() - 120.0 - 300.0 - 5.0
+    started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", stuck, links_itself=True)
 
     async def recover_uploads(self: App) -> list[Resolution]:
@@ -1619,7 +1619,7 @@ async def test_an_unlinked_upload_open_webui_never_finished_is_deleted_past_its_
 
     base.files["f-stuck"] = {"id": "f-stuck", "filename": "a.md", "meta": {}, "hash": None, "data": {}}
     base.files["f-stuck"]["data"]["status"] = "processing"
-    started = time.time() - 120.0 - 300.0 - 5.0
+    started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-stuck", links_itself=True)
 
     async def recover_uploads(self: App) -> list[Resolution]:
@@ -1645,7 +1645,7 @@ async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadlin
     from openwebui_rag_mcp.app import App
     from openwebui_rag_mcp.inflight import Record, Resolution
 
-    started = time.time() - 120.0 - 300.0 - 5.0
+    started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-old", attach_by=time.time() + 60)
     looks = [True, True]
 

@@ -121,6 +121,9 @@ class Record:
     # When an attach (`file/add`) was sent, the time its answer was due at the latest: Open WebUI goes on with an attach
     # whose writer died, and may list the file, or (before 0.6.42) rewrite the base's whole list, until then.
     attach_by: float = 0.0
+    # An upload that links itself: when its writer would have given up waiting for Open WebUI to process it (its start
+    # plus OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT, as the writer had them); 0 from an earlier version.
+    process_by: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -135,6 +138,12 @@ class Record:
             return cls(**{name: value for name, value in data.items() if name in known})
         except (TypeError, ValueError):
             return None
+
+    def past_processing(self, now: float, fallback_within: float) -> bool:
+        """Whether its writer would have given up waiting for its processing by `now` (`process_by`; for a record of
+        an earlier version, its start plus `fallback_within`), with clock slack for a writer on another host."""
+        due = self.process_by or self.started + fallback_within
+        return now > due + (0.0 if self.host == _HOST() else CLOCK_SLACK_SECONDS)
 
     def writer_gone(self, now: float) -> bool:
         if now > self.alive_until:
@@ -315,10 +324,12 @@ class Inflight:
         answer_within: float,
         links_itself: bool = False,
         indexed_after_link: bool = False,
+        process_within: float = 0.0,
     ) -> AsyncIterator[Tracked]:
         """Record an upload before it is sent; drop the record when the write settled it. A write that ends without
         settling (an error while removing its file again) leaves its record marked gone, for the next recovery.
-        `marked`: the upload will carry UPLOAD_MARK with the record's id; `answer_within`: OPENWEBUI_TIMEOUT."""
+        `marked`: the upload will carry UPLOAD_MARK with the record's id; `answer_within`: OPENWEBUI_TIMEOUT;
+        `process_within`: OPENWEBUI_PROCESS_TIMEOUT, for an upload that links itself."""
         pid, pid_start = _me()
         now = self._clock()
         record = Record(
@@ -337,6 +348,7 @@ class Inflight:
             answer_by=now + answer_within,
             links_itself=links_itself,
             indexed_after_link=indexed_after_link,
+            process_by=now + answer_within + process_within if links_itself else 0.0,
         )
         try:
             await self._store.put(record)

@@ -782,11 +782,8 @@ class _Run:
             now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
             # Only uploads that link themselves: an attach Open WebUI may still run is waited for as long as its own
             # window lasts (it may begin late, after its processing and its turn at the lock).
-            overdue = [
-                r
-                for r in waiting
-                if r.record.links_itself and now > r.record.started + settings.timeout + settings.process_timeout
-            ]
+            within = settings.timeout + settings.process_timeout  # for a record of an earlier version
+            overdue = [r for r in waiting if r.record.links_itself and r.record.past_processing(now, within)]
             if overdue and not told_overdue:
                 told_overdue = True
                 self.say(

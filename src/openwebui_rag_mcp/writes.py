@@ -569,6 +569,7 @@ async def _journaled(app: App, release: Release, knowledge_id: str, upload: Uplo
         answer_within=app.settings.timeout,
         links_itself=upload.links_itself,
         indexed_after_link=upload.links_itself and release.links_before_indexing,
+        process_within=app.settings.process_timeout,
     ) as tracked:
         yield tracked
 
