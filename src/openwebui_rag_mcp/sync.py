@@ -762,11 +762,10 @@ class _Run:
         Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
         (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends them again (two copies could both be
         linked) nor misses them, and (before 0.6.42) no late attach rewrites the base's list over this run's.
-        An upload is waited for only until its own writer would have given up on it (its start plus OPENWEBUI_TIMEOUT
-        and OPENWEBUI_PROCESS_TIMEOUT): one still processing after that is most likely a task Open WebUI lost in a
-        restart, whose status never changes again, and each later run would wait for it in vain. Should it be only
-        slow, Open WebUI's duplicate check keeps it and this run's copy from both holding the text. Returns the file
-        ids of those not waited for."""
+        An upload that links itself is waited for only until its own writer would have given up on it
+        (`Record.past_processing`): one still processing after that is taken for a task Open WebUI lost in a restart,
+        whose status never changes again, and each later run would wait for it in vain. Returns the file ids of those
+        not waited for: the run removes what they left (`_read_base`'s `lost`, `_delete_lost`)."""
         loop = asyncio.get_running_loop()
         settings = self.app.settings
         deadline = loop.time() + settings.process_timeout
