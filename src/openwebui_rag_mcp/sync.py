@@ -919,8 +919,8 @@ class _Run:
             settled = file_id in listed
             if not settled:
                 name = self.uploaded_paths[file_id]
-                lost, settled = await dropped(self.app, self.knowledge_id, file_id)
-                problem = Problem.of(lost)
+                why, settled = await dropped(self.app, self.knowledge_id, file_id)
+                problem = Problem.of(why)
                 self.say(f"add      {name}: FAILED - {problem}")
                 found.append((name, problem))
             await self._confirmed(file_id, settled=settled)
