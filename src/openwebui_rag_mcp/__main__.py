@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> None:
         "--host", help="streamable-http: address to listen on (127.0.0.1); overrides OPENWEBUI_MCP_HOST"
     )
     parser.add_argument("--port", help="streamable-http: port (8765); overrides OPENWEBUI_MCP_PORT")
-    args = parser.parse_args(argv)
+    # Intermixed: `sync --knowledge-id ID FOLDER` as well as `sync FOLDER --knowledge-id ID` (plain parsing takes
+    # both optional positionals at `sync` and then refuses the folder after the options).
+    args = parser.parse_intermixed_args(argv)
 
     environ = dict(os.environ)
     for option, variable in (
