@@ -4,6 +4,7 @@ with `--transport streamable-http`, over HTTP for many callers."""
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -171,6 +172,10 @@ def main(argv: list[str] | None = None) -> None:
 
         from openwebui_rag_mcp.sync import CONCURRENCY, sync
 
+        # The cyclic GC's collections walk every object still tracked, the imported modules' too, and a run that
+        # finds nothing changed is over in a fraction of a second: keep them out of it, and out of the final
+        # collection at exit (2,000 documents unchanged on 0.12.4: 0.39 s → 0.34 s).
+        gc.freeze()
         code = asyncio.run(
             sync(
                 settings,
@@ -185,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
                 concurrency=args.concurrency or CONCURRENCY,
             )
         )
+        gc.freeze()
         sys.exit(code)
 
     if args.command == "recover":
