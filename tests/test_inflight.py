@@ -31,6 +31,7 @@ from openwebui_rag_mcp.inflight import (
     Record,
     default_directory,
     owner_of,
+    preview,
     recover,
     recover_command,
 )
@@ -373,6 +374,23 @@ async def test_an_upload_without_the_base_in_its_metadata_is_deleted_whatever_it
     upstream = FakeUpstream(statuses={"file-1": "processing"})  # never linked by Open WebUI: ours to remove
     await recover(inflight, upstream, OWNER)
     assert upstream.deleted == ["file-1"]
+
+
+async def test_a_preview_says_what_recovery_would_do_and_does_none_of_it(tmp_path: Path) -> None:
+    """A dry run's look at the journal: the same decisions as `recover`, but nothing deleted and no record dropped."""
+    inflight = journal(tmp_path)
+    for file_id in ("kept", "dropped"):
+        with pytest.raises(RuntimeError):
+            await abandon(inflight, file_id)
+    upstream = FakeUpstream(listed={"kb": {"kept"}})
+    previewed = await preview(inflight, upstream, OWNER)
+    assert {(r.kept, r.deleted) for r in previewed} == {(None, ("dropped",)), ("kept", ())}
+    assert upstream.deleted == []
+    assert len(await records(inflight)) == 2
+    recovered = await recover(inflight, upstream, OWNER)
+    assert {(r.kept, r.deleted) for r in recovered} == {(r.kept, r.deleted) for r in previewed}
+    assert upstream.deleted == ["dropped"]
+    assert await records(inflight) == []
 
 
 async def test_an_unknown_file_id_is_found_by_name_size_hash_and_time(tmp_path: Path) -> None:

@@ -1635,6 +1635,60 @@ async def test_an_unlinked_upload_open_webui_never_finished_is_deleted_past_its_
     assert lines[-1] == "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
 
 
+@pytest.mark.parametrize("base", ["0.10.2", "0.12.4"], indirect=True)
+async def test_a_dry_run_says_what_a_run_would_do_with_an_upload_open_webui_never_finished(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run looks at the journal too, settling nothing: past its writer's deadline, an upload a killed run left
+    is named as the real run would treat it (0.10: a listed document removed and sent again; 0.12: a file in no base
+    removed), and one Open WebUI may still finish as waited for. Nothing is deleted, no record dropped."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    (tmp_path / "a.md").write_text("# A")
+    assert (await run(tmp_path))[0] == OK
+    links_first = base.version == "0.10.2"
+    if links_first:
+        (stuck,) = base.members
+    else:
+        stuck = "f-stuck"
+        base.files[stuck] = {
+            "id": stuck,
+            "filename": "a.md",
+            "meta": {},
+            "hash": None,
+            "data": {"status": "processing"},
+        }
+    started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
+    lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", stuck, links_itself=True)
+    young = replace(lost, id="y", started=time.time(), file_id="f-young")
+    looked: list[str] = []
+
+    async def preview_uploads(self: App) -> list[Resolution]:
+        looked.append("preview")
+        return [Resolution(record, (), None, "still processing", processing=True) for record in (lost, young)]
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        raise AssertionError("a dry run settles nothing")
+
+    monkeypatch.setattr(App, "preview_uploads", preview_uploads)
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    calls = len(base.router.calls)
+    code, lines = await run(tmp_path, dry_run=True)
+    assert code == OK, lines
+    assert looked == ["preview"]
+    assert writes_since(base, calls) == []
+    assert stuck in base.files
+    assert "a run now would first wait for Open WebUI to finish 1 upload(s) a killed run left processing" in lines
+    if links_first:
+        assert f"would remove   a.md ({stuck})" in lines, lines
+        assert "would add      a.md" in lines, lines
+    else:
+        assert "would remove 1 file(s) of uploads a killed run left that Open WebUI never finished" in lines, lines
+        assert not any(line.startswith("would add") for line in lines), lines
+    assert lines[-1] == "dry run: nothing was changed"
+
+
 @pytest.mark.parametrize("base", ["0.8.12"], indirect=True)
 async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadline(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

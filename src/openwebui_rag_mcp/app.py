@@ -21,7 +21,7 @@ from openwebui_rag_mcp.citations import Documents
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
-from openwebui_rag_mcp.inflight import ClientUpstream, Inflight, Resolution, owner_of, recover
+from openwebui_rag_mcp.inflight import ClientUpstream, Inflight, Resolution, owner_of, preview, recover
 from openwebui_rag_mcp.locks import LocalLocks, SharedSets, WriteLocks
 from openwebui_rag_mcp.models import KnowledgeBase
 
@@ -225,6 +225,12 @@ class App:
         for resolution in resolutions:  # one Open WebUI is still working on is looked at again: no warning each time
             log.log(logging.INFO if resolution.processing else logging.WARNING, "uploads in flight: %s", resolution)
         return resolutions
+
+    async def preview_uploads(self) -> list[Resolution]:
+        """What `recover_uploads` would do now, doing none of it (a dry run)."""
+        if self.inflight is None:
+            return []
+        return await preview(self.inflight, ClientUpstream(self.client), self.uploads_owner())
 
     async def recover_uploads_quietly(self) -> list[Resolution]:
         """`recover_uploads` where its own failure must stop nothing (before a write, at start): then nothing."""

@@ -506,7 +506,8 @@ async def resolve(inflight: Inflight, upstream: Upstream, record: Record, hold: 
         return await _resolve(inflight, upstream, record)
 
 
-async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Resolution:
+async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dry: bool = False) -> Resolution:
+    """`dry`: decide as ever, but delete nothing and drop no record (the resolution says what would be done)."""
     try:
         candidates: list[str | None] = [record.file_id]
         if record.file_id is None and not record.marked and await _same_bytes_in_flight(inflight, record):
@@ -559,14 +560,17 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record) -> Re
             if listed and status != "failed":
                 kept = file_id
                 continue
-            await upstream.delete_file(file_id)
+            if not dry:
+                await upstream.delete_file(file_id)
             deleted.append(file_id)
     except ToolFailure as failure:
         if failure.code == "not_found" and record.file_id is not None:  # deleted meanwhile: nothing is left
-            await inflight.drop(record)
+            if not dry:
+                await inflight.drop(record)
             return Resolution(record, (), None, gone=True)
         return Resolution(record, (), None, f"{failure.code}: {failure.message}")
-    await inflight.drop(record)
+    if not dry:
+        await inflight.drop(record)
     return Resolution(record, tuple(deleted), kept)
 
 
@@ -620,6 +624,11 @@ def _made_by(item: Mapping[str, Any], record: Record) -> bool:
 async def recover(inflight: Inflight, upstream: Upstream, owner: str, hold: Hold | None = None) -> list[Resolution]:
     """Resolve every record of `owner` whose writer is gone (each under its base's write lock, with `hold`)."""
     return [await resolve(inflight, upstream, record, hold) for record in await inflight.gone(owner)]
+
+
+async def preview(inflight: Inflight, upstream: Upstream, owner: str) -> list[Resolution]:
+    """What `recover` would do now with every record of `owner` whose writer is gone, doing none of it (a dry run)."""
+    return [await _resolve(inflight, upstream, record, dry=True) for record in await inflight.gone(owner)]
 
 
 class ClientUpstream:

@@ -70,6 +70,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.inflight import Resolution
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
@@ -685,7 +686,7 @@ class _Run:
 
     async def sync(self, *, dry_run: bool, delete: bool, max_delete: int | None) -> int:
         say, app, knowledge_id = self.say, self.app, self.knowledge_id
-        lost = set() if dry_run else await self._await_earlier_uploads()
+        lost = await (self._preview_earlier_uploads() if dry_run else self._await_earlier_uploads())
         max_bytes = app.settings.upload_max_bytes
         try:
             # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
@@ -752,6 +753,10 @@ class _Run:
         # in no base, which recovery would otherwise leave for an hour.
         unlisted = sorted(lost - base.listed)
         if dry_run:
+            if unlisted:
+                self.say(
+                    f"would remove {len(unlisted)} file(s) of uploads a killed run left that Open WebUI never finished"
+                )
             self._say_plan(todo, base.stuck + removals, to_create, uploads)
             return SOME_FAILED if failed else OK
         await self._delete_lost(unlisted)
@@ -777,12 +782,7 @@ class _Run:
             except Exception as error:  # the writes' own recovery says the same again; nothing is lost by going on
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
                 return lost
-            waiting = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
-            now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
-            # Only uploads that link themselves: an attach Open WebUI may still run is waited for as long as its own
-            # window lasts (it may begin late, after its processing and its turn at the lock).
-            within = settings.timeout + settings.process_timeout  # for a record of an earlier version
-            overdue = [r for r in waiting if r.record.links_itself and r.record.past_processing(now, within)]
+            waiting, overdue = self._earlier(resolutions)
             if overdue and not told_overdue:
                 told_overdue = True
                 self.say(
@@ -791,7 +791,6 @@ class _Run:
                     "and their files sent again"
                 )
             lost |= {r.record.file_id for r in overdue if r.record.file_id}
-            waiting = [r for r in waiting if r not in overdue]
             if not waiting:
                 return lost
             if loop.time() > deadline:
@@ -804,6 +803,36 @@ class _Run:
                 self.say(f"waiting for Open WebUI to finish {len(waiting)} upload(s) a killed run left processing")
                 said = True
             await asyncio.sleep(_EARLIER_UPLOADS_POLL_SECONDS)
+
+    def _earlier(self, resolutions: list[Resolution]) -> tuple[list[Resolution], list[Resolution]]:
+        """Of what a killed run left in this base that Open WebUI is still working on: the uploads to wait for, and
+        those past their writer's deadline (`Record.past_processing`), taken for lost."""
+        busy = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
+        now = self.app.inflight.now() if self.app.inflight is not None else time.time()  # the journal's clock
+        # Only uploads that link themselves: an attach Open WebUI may still run is waited for as long as its own
+        # window lasts (it may begin late, after its processing and its turn at the lock).
+        within = self.app.settings.timeout + self.app.settings.process_timeout  # for a record of an earlier version
+        overdue = [r for r in busy if r.record.links_itself and r.record.past_processing(now, within)]
+        return [r for r in busy if r not in overdue], overdue
+
+    async def _preview_earlier_uploads(self) -> set[str]:
+        """A dry run's look at what killed runs left (`_await_earlier_uploads`), settling and waiting for nothing:
+        says what a run would wait for or remove, and returns the files it would take for lost."""
+        try:
+            resolutions = await self.app.preview_uploads()
+        except Exception as error:
+            self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
+            return set()
+        waiting, overdue = self._earlier(resolutions)
+        if waiting:
+            self.say(
+                f"a run now would first wait for Open WebUI to finish {len(waiting)} upload(s) a killed run left "
+                "processing"
+            )
+        removed = sum(len(r.deleted) for r in resolutions)
+        if removed:
+            self.say(f"a run now would first remove {removed} file(s) killed writes with this key left in no base")
+        return {r.record.file_id for r in overdue if r.record.file_id}
 
     def _say_plan(self, todo: Plan, removals: list[RemoteFile], to_create: list[str], uploads: list[LocalFile]) -> None:
         needed = {path for file in uploads for path in _with_parents(file.folder)}
