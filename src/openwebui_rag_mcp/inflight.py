@@ -139,11 +139,15 @@ class Record:
         except (TypeError, ValueError):
             return None
 
-    def past_processing(self, now: float, fallback_within: float) -> bool:
-        """Whether its writer would have given up waiting for its processing by `now` (`process_by`; for a record of
-        an earlier version, its start plus `fallback_within`), with clock slack for a writer on another host."""
+    def processing_due(self, fallback_within: float) -> float:
+        """When its writer would have given up waiting for its processing (`process_by`; for a record of an earlier
+        version, its start plus `fallback_within`), with clock slack for a writer on another host."""
         due = self.process_by or self.started + fallback_within
-        return now > due + (0.0 if self.host == _HOST() else CLOCK_SLACK_SECONDS)
+        return due + (0.0 if self.host == _HOST() else CLOCK_SLACK_SECONDS)
+
+    def past_processing(self, now: float, fallback_within: float) -> bool:
+        """Whether `now` is past `processing_due`."""
+        return now > self.processing_due(fallback_within)
 
     def writer_gone(self, now: float) -> bool:
         if now > self.alive_until:
