@@ -79,7 +79,7 @@ from openwebui_rag_mcp.writes import Upload, attached_files, dropped, safe_filen
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
 DELETE_FEW = 5
-# Files in flight at once: each holds its bytes and one upload, processing side by side; attaches take turns.
+# Uploads at once (each holds its file's bytes until its write ends), processed side by side; attaches take turns.
 CONCURRENCY = 4
 CONCURRENCY_MAX = 16
 # An upload that links itself (0.9.6+) gives its turn to the next once Open WebUI has answered it, and waits for its
