@@ -765,8 +765,9 @@ class _Run:
     async def _await_earlier_uploads(self) -> set[str]:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
         Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
-        (at most OPENWEBUI_PROCESS_TIMEOUT), so that this run neither sends them again (two copies could both be
-        linked) nor misses them, and (before 0.6.42) no late attach rewrites the base's list over this run's.
+        (OPENWEBUI_PROCESS_TIMEOUT, or until an upload's own deadline where that is later), so that this run neither
+        sends them again (two copies could both be linked) nor misses them, and (before 0.6.42) no late attach
+        rewrites the base's list over this run's.
         An upload that links itself is waited for only until its own writer would have given up on it
         (`Record.past_processing`): one still processing after that is taken for a task Open WebUI lost in a restart,
         whose status never changes again, and each later run would wait for it in vain. Returns the file ids of those
