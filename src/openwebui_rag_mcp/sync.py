@@ -798,7 +798,8 @@ class _Run:
             # only then is one Open WebUI lost told from one it is still indexing (a run begun just after a kill).
             now = self._journal_now()
             dues = [r.record.processing_due(self._within()) - now for r in waiting if r.record.links_itself]
-            deadline = max([deadline, *(loop.time() + due for due in dues)])
+            # (one look more past it: the journal's clock and the loop's are read a moment apart)
+            deadline = max([deadline, *(loop.time() + due + _EARLIER_UPLOADS_POLL_SECONDS for due in dues)])
             if loop.time() > deadline:
                 self.say(
                     f"note: Open WebUI is still processing {len(waiting)} upload(s) a killed run left; going on (a "
