@@ -65,6 +65,7 @@ class FakeUpstream:
     statuses: dict[str, str] = field(default_factory=dict)  # file_id -> processing status (default "completed")
     # file_id -> `meta.collection_name` (default the base "kb": written to it)
     collections: dict[str, str] = field(default_factory=dict)
+    unlinked: list[tuple[str, str]] = field(default_factory=list)  # removed with `remove_unlinked`
 
     async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
         if self.unreadable:
@@ -83,6 +84,10 @@ class FakeUpstream:
     async def file_record(self, file_id: str) -> normalize.FileRecord:
         status = self.statuses.get(file_id, "completed")
         return normalize.FileRecord(file_id, None, status, None, self.collections.get(file_id, "kb"))
+
+    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None:
+        await self.delete_file(file_id)
+        self.unlinked.append((knowledge_id, file_id))
 
 
 def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
@@ -242,6 +247,7 @@ async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_proces
     upstream.listed = {"kb": {"linking"}}
     second = await recover(inflight, upstream, OWNER)
     assert upstream.deleted == ["failing"]
+    assert upstream.unlinked == [("kb", "failing")]  # with what it may have left in the base's index
     assert {resolution.kept for resolution in second} == {"linking", None}
     assert await records(inflight) == []
 
@@ -269,6 +275,7 @@ async def test_a_file_whose_attach_open_webui_may_still_run_is_left_until_the_at
     clock[0] += inflight_module.UPDATE_SECONDS
     (third,) = await recover(inflight, upstream, OWNER)
     assert (upstream.deleted, third.processing) == (["refused"], False)
+    assert upstream.unlinked == []  # an upload that named no base: nothing of it is in the base's index
     assert await records(inflight) == []
 
 
@@ -804,3 +811,66 @@ async def test_an_upload_that_links_itself_records_when_its_writer_gives_up_on_i
     earlier_version = replace(record, process_by=0.0)
     assert earlier_version.past_processing(1_000_000.0 + 11, fallback_within=10)
     await inflight.aclose()
+
+
+async def test_an_unlinked_upload_is_attached_and_taken_out_so_its_vectors_go_too() -> None:
+    """Open WebUI 0.11+ indexes an upload that links itself into the base before it links it: one a restart cut short
+    in between left its text in the base's index under no document. Deleting the file would leave that text (and the
+    note sent again refused as a duplicate); attached and taken out again, its vectors go with it, and so does the
+    file."""
+    router = new_router()
+    added = router.post(f"/api/v1/knowledge/{KB}/file/add").respond(json={"id": KB, "files": []})
+    removed = router.post(f"/api/v1/knowledge/{KB}/file/remove").respond(json={"id": KB, "files": []})
+    deleted = router.delete("/api/v1/files/f-lost").respond(404, json={"detail": "not found"})
+    client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
+    try:
+        await inflight_module.remove_unlinked(client, KB, "f-lost")
+    finally:
+        await client.aclose()
+    assert json.loads(added.calls.last.request.content) == {"file_id": "f-lost"}
+    assert json.loads(removed.calls.last.request.content) == {"file_id": "f-lost"}
+    assert removed.calls.last.request.url.params["delete_file"] == "true"
+    assert deleted.called  # a release whose `file/remove` keeps the file: deleted after it (here it was gone)
+    order = [call.request.url.path for call in router.calls]
+    assert order.index(f"/api/v1/knowledge/{KB}/file/add") < order.index(f"/api/v1/knowledge/{KB}/file/remove")
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"detail": "400: The content provided is empty. Please ensure that there is text or data present."},
+        {"detail": "400: Duplicate content detected. Please provide unique content to proceed."},
+    ],
+)
+async def test_an_unlinked_upload_whose_attach_is_refused_is_deleted_as_it_is(refusal: dict[str, str]) -> None:
+    """No text was ever extracted (killed before), or the base holds its text under another document: nothing of it
+    is linked, and the file is deleted."""
+    router = new_router()
+    router.post(f"/api/v1/knowledge/{KB}/file/add").respond(400, json=refusal)
+    removed = router.post(f"/api/v1/knowledge/{KB}/file/remove").respond(json={"id": KB, "files": []})
+    deleted = router.delete("/api/v1/files/f-lost").respond(json=True)
+    client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
+    try:
+        await inflight_module.remove_unlinked(client, KB, "f-lost")
+    finally:
+        await client.aclose()
+    assert deleted.called
+    assert not removed.called
+
+
+async def test_an_unlinked_upload_whose_attach_goes_unanswered_is_left() -> None:
+    """Open WebUI may still run an attach whose answer never came: the file is neither deleted nor taken out (the base
+    may list it, a complete document; recovery looks again)."""
+    router = new_router()
+    router.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=httpx.ReadTimeout("slow"))
+    removed = router.post(f"/api/v1/knowledge/{KB}/file/remove").respond(json={"id": KB, "files": []})
+    deleted = router.delete("/api/v1/files/f-lost").respond(json=True)
+    client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
+    try:
+        with pytest.raises(ToolFailure) as raised:
+            await inflight_module.remove_unlinked(client, KB, "f-lost")
+    finally:
+        await client.aclose()
+    assert raised.value.code == "timeout"
+    assert not deleted.called
+    assert not removed.called

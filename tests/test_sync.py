@@ -111,6 +111,9 @@ class Base:
         self.members: dict[str, str | None] = {}  # file_id -> its folder's id
         self.folders: dict[str, tuple[str, str | None]] = {}  # folder id -> (name, parent id)
         self.manifests: list[list[dict[str, Any]]] = []
+        # the base's search index where no document holds it: file_id -> its text's hash (an upload indexed into the
+        # base, never linked: 0.11+ index before they link)
+        self.unlinked_vectors: dict[str, str] = {}
         self.count = 0
         self.fail_upload_of: str | None = None
         # filename prefix -> (HTTP status, how many of its uploads are refused with it before one is taken)
@@ -239,7 +242,10 @@ class Base:
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
 
     def _duplicate(self, file_id: str) -> bool:
-        return any(self.files[held]["hash"] == self.files[file_id]["hash"] for held in self.members)
+        """Open WebUI's check: the text's hash in the base's index under another file (0.8+ let a file's own pass)."""
+        text_hash = self.files[file_id]["hash"]
+        held = any(self.files[other]["hash"] == text_hash for other in self.members if other != file_id)
+        return held or any(h == text_hash and other != file_id for other, h in self.unlinked_vectors.items())
 
     def _status(self, request: httpx.Request, file_id: str) -> httpx.Response:
         return httpx.Response(200, json={"status": self.files[file_id]["data"]["status"]})
@@ -252,6 +258,8 @@ class Base:
         body = json.loads(request.content)
         assert self.mirrored or "directory_id" not in body
         self.added.append(body["file_id"])
+        if body["file_id"] not in self.files:
+            return httpx.Response(400, json={"detail": "We could not find what you're looking for :/"})
         if self._duplicate(body["file_id"]):
             return httpx.Response(
                 400, json={"detail": "400: Duplicate content detected. Please provide unique content."}
@@ -264,7 +272,11 @@ class Base:
         file_id = json.loads(request.content)["file_id"]
         assert request.url.params["delete_file"] == "true"
         del self.members[file_id]
-        self.files.pop(file_id)
+        removed = self.files.pop(file_id)
+        # the base's vectors go by the file's id and by its text's hash
+        for other, text_hash in list(self.unlinked_vectors.items()):
+            if other == file_id or text_hash == removed["hash"]:
+                del self.unlinked_vectors[other]
         return httpx.Response(200, json={"id": KB})
 
     def _delete(self, request: httpx.Request, file_id: str) -> httpx.Response:
@@ -1539,6 +1551,43 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
     assert not any("going on" in line for line in lines)  # no wait ran out: the young one ended, the lost one skipped
     assert len(seen) >= 3
     assert len(base.members) == 1
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_lost_upload_indexed_into_the_base_but_never_linked_takes_its_vectors_with_it(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open WebUI 0.11+ indexes an upload that links itself into the base, then links it: a restart in between left
+    the text in the base's index under no document, and the file "processing" for good. Deleted as it is, its vectors
+    stay and Open WebUI refuses the file sent again as a duplicate; the run attaches it and takes it out again first,
+    so the note sent again is added."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    started = time.time() - 1000.0  # past its writer's deadline
+    lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-lost", links_itself=True)
+    text_hash = hashlib.sha256(b"# A").hexdigest()
+    base.files["f-lost"] = {
+        "id": "f-lost",
+        "filename": "a.md",
+        "meta": {"name": "a.md", "data": {"knowledge_id": KB}, "collection_name": "file-f-lost"},
+        "hash": text_hash,
+        "data": {"content": "# A", "status": "processing"},
+    }
+    base.unlinked_vectors["f-lost"] = text_hash
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        return [Resolution(lost, (), None, "still processing", processing=True)] if "f-lost" in base.files else []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert "removed 1 file(s) of uploads a killed run left that Open WebUI never finished" in lines
+    assert "f-lost" not in base.files
+    assert base.unlinked_vectors == {}
+    (held,) = base.members
+    assert base.files[held]["hash"] == text_hash
 
 
 @pytest.mark.parametrize("base", ["0.10.2"], indirect=True)

@@ -16,8 +16,9 @@ or its process on this machine no longer exists) is resolved by whoever next hol
   looked at again), since deleting it then could leave its vectors in the base's collection with no document: it is
   settled once processing has ended (listed: kept; failed, or "completed" and not linked: deleted, which on 0.10 also
   unlinks it), or, still "pending" or "processing" ABANDONED_SECONDS after it began, taken for a task Open WebUI lost
-  in a restart and deleted (a listed one is kept); and a file whose attach was sent is left alone until that
-  attach's answer was due, since Open WebUI goes on with it (and before 0.6.42 rewrites the base's whole list);
+  in a restart and deleted (a listed one is kept); an unlisted one goes with what it left in the base's search index
+  (`remove_unlinked`); and a file whose attach was sent is left alone until that attach's answer was due, since Open
+  WebUI goes on with it (and before 0.6.42 rewrites the base's whole list);
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
   made since the record began and not in the record's base, are deleted.
 
@@ -49,7 +50,7 @@ import httpx
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
-from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.errors import ToolFailure, unanswered
 from openwebui_rag_mcp.normalize import UPLOAD_MARK  # the record's id in the upload metadata
 
 log = logging.getLogger(__name__)
@@ -467,6 +468,8 @@ class Upstream(Protocol):
 
     async def file_record(self, file_id: str) -> normalize.FileRecord: ...
 
+    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None: ...
+
 
 # Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
 _STILL_PROCESSING = frozenset({"pending", "processing"})
@@ -564,7 +567,9 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dr
             if listed and status != "failed":
                 kept = file_id
                 continue
-            if not dry:
+            if not dry and record.links_itself:
+                await upstream.remove_unlinked(record.knowledge_id, file_id)
+            elif not dry:
                 await upstream.delete_file(file_id)
             deleted.append(file_id)
     except ToolFailure as failure:
@@ -669,6 +674,34 @@ class ClientUpstream:
 
     async def file_record(self, file_id: str) -> normalize.FileRecord:
         return normalize.file_record(await self._client.file(file_id))
+
+    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None:
+        await remove_unlinked(self._client, knowledge_id, file_id)
+
+
+async def remove_unlinked(client: OpenWebUIClient, knowledge_id: str, file_id: str) -> None:
+    """Delete the file of an upload that named its base (to link itself there) and that the base does not list, with
+    whatever of it Open WebUI wrote into the base's search index. Open WebUI 0.11+ indexes such an upload into the
+    base before it links it: one cut short between the two (a restart) left its text there under no document, and
+    deleting the file leaves that text, which Open WebUI's duplicate check then refuses from any other file (the same
+    note sent again). Attached (`file/add`, whose check lets a file's own vectors pass) and taken out again
+    (`file/remove`, which drops the base's vectors by the file's id and by its text's hash), it leaves nothing. An
+    attach Open WebUI refuses (no text was ever extracted, the base holds the text under another document, a release
+    whose check has no such exemption) linked nothing: the file is deleted as it is. Raises when Open WebUI's answer
+    never came (the attach may still run: the base may then list the file, a complete document)."""
+    try:
+        await client.add_file(knowledge_id, file_id)
+    except ToolFailure as failure:
+        if unanswered(failure) or not failure.request_sent or failure.code == "rate_limited":
+            raise
+        await client.delete_file(file_id)
+        return
+    await client.remove_file(knowledge_id, file_id, delete_file=True)
+    try:  # a release whose `file/remove` keeps the file
+        await client.delete_file(file_id)
+    except ToolFailure as failure:
+        if failure.code != "not_found":
+            raise
 
 
 async def recover_command(

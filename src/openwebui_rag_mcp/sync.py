@@ -70,7 +70,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.inflight import Resolution
+from openwebui_rag_mcp.inflight import Resolution, remove_unlinked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
@@ -924,11 +924,12 @@ class _Run:
 
     async def _delete_lost(self, file_ids: list[str]) -> None:
         """Delete the files of uploads a killed run left that Open WebUI never finished nor linked (past their
-        writer's deadline: `_await_earlier_uploads`); what cannot be deleted is left to recovery."""
+        writer's deadline: `_await_earlier_uploads`), with what of them it wrote into the base's search index
+        (`remove_unlinked`); what cannot be deleted is left to recovery."""
         deleted = 0
         for file_id in file_ids:
             try:
-                await self.app.client.delete_file(file_id)
+                await remove_unlinked(self.app.client, self.knowledge_id, file_id)
             except ToolFailure as failure:
                 if failure.code != "not_found":
                     self.say(

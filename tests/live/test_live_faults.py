@@ -17,12 +17,16 @@
 - On 0.10.2 and 0.12.4: Open WebUI and a `sync` killed while Open WebUI processes an upload that links itself (0.10:
   linked, not yet indexed into the base; 0.12: not yet linked); the next run past the upload's deadline removes what
   the lost task left and makes the note searchable.
+- On 0.10.2 and 0.12.4: an upload indexed into its base and never linked (as Open WebUI 0.11+ killed between the two
+  leaves it): the next run takes its text out of the base's search index with the file, so the note sent again is
+  not refused as a duplicate.
 
 `docs/writes.md` has the table of these faults, the promise and the test.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import signal
 import subprocess
@@ -40,6 +44,8 @@ from devtools import fake_embeddings, replicas
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
+from openwebui_rag_mcp import inflight
+from openwebui_rag_mcp.config import load_settings
 from tests.live.http import mcp_http, not_on_this_release
 from tests.live.stdio import SCRIPT, stdio_session
 from tests.live.test_live_sync import sync_env
@@ -498,3 +504,72 @@ def searchable(inst: Instance, knowledge_id: str, words: str) -> bool:
     except owui.OpenWebUIError:
         return False
     return any(words in text for documents in answer.get("documents") or [] for text in documents)
+
+
+# -- an upload indexed into its base, never linked (Open WebUI killed between the two) -----------------------------
+
+
+@pytest.mark.releases("0.10.2", "0.12.4")
+def test_an_upload_indexed_into_the_base_but_never_linked_leaves_nothing_behind(
+    live_openwebui: Instance, tmp_path: Path
+) -> None:
+    """An upload that links itself is indexed into its base, then linked (0.11+; 0.10 links first); Open WebUI killed
+    between the two leaves the base's search index holding the file's text under a file the base does not list, and
+    its duplicate check then refuses the same text from any other file. The state is made here as that kill leaves it
+    (the file indexed into the base by `process/file`, never linked; the journal's record of a killed `sync`'s upload
+    of it). The next run must not merely delete the file (its vectors would stay, the note sent again refused as a
+    duplicate): it ends with the note in the base once, searchable, nothing left in no base."""
+    inst = live_openwebui
+    run = uuid.uuid4().hex[:8]
+    words = f"okapi{run} quokka{run} serval{run}"
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    body = f"# Indexed\n\n{words}.\n".encode()
+    (folder / "indexed.md").write_bytes(body)
+    knowledge_id = owui.create_knowledge(inst, f"fault-unlinked-{run}", "indexed, never linked", private=True)
+    before = owui.file_ids(inst)
+    orphan = owui.upload_text(inst, "indexed.md", body.decode())
+    with owui.client(inst) as http:
+        answer = http.post(
+            "/api/v1/retrieval/process/file", json={"file_id": orphan, "collection_name": knowledge_id}, timeout=120
+        )
+    assert answer.status_code == 200, answer.text
+    assert owui.files_of(inst, knowledge_id) == set()
+    assert searchable(inst, knowledge_id, words)  # the base's index holds it, no document does
+
+    env = sync_env(inst) | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    settings = load_settings(env)
+    owner = inflight.owner_of(settings, hashlib.sha256(inst.api_key.encode()).hexdigest())
+    now = time.time()
+    record = inflight.Record(
+        id=uuid.uuid4().hex,
+        owner=owner,
+        knowledge_id=knowledge_id,
+        filename="indexed.md",
+        size=len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+        started=now - 7200,
+        alive_until=now - 7100,
+        host=inflight._HOST(),
+        pid=2**22 + 1,  # above any pid this machine gives out: no such process
+        pid_start="",
+        file_id=orphan,
+        links_itself=True,
+        indexed_after_link=inst.version == "0.10.2",
+        process_by=now - 7000,
+    )
+    journal = inflight.FileJournal(tmp_path / "state" / "openwebui-rag-mcp" / "inflight")
+    anyio.run(journal.put, record)
+
+    argv = [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id]
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed" in second.stdout, second.stdout
+    (held,) = owui.files_of(inst, knowledge_id)
+    assert held != orphan
+    assert orphan not in owui.file_ids(inst)
+    assert searchable(inst, knowledge_id, words)
+    assert not strays(inst, before, knowledge_id)
+    assert not list((tmp_path / "state").rglob("*.json")), "the record is settled"
+    third = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 0 failed" in third.stdout, third.stdout
