@@ -24,6 +24,7 @@ import respx
 from openwebui_rag_mcp import inflight as inflight_module
 from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.sync import OK, SOME_FAILED, SYNCED_BY, key_of, plan, remote_files, scan, synced_name
 from tests.conftest import BASE_URL, make_settings, mock_transport
@@ -120,6 +121,9 @@ class Base:
         self.refuse_uploads: dict[str, tuple[int, int]] = {}
         self.uploads_of: collections.Counter[str] = collections.Counter()
         self.on_write: Callable[[str], None] | None = None  # called with each write request's path
+        # Uploads that link themselves stay pending until this many uploads have come (Open WebUI busy with others)
+        self.process_after_uploads = 0
+        self.held_back: list[tuple[str, dict[str, Any]]] = []
         r = self.router
         r.get("/api/version").respond(json={"version": version})
         r.get(f"/api/v1/knowledge/{KB}").mock(side_effect=self._knowledge)
@@ -228,18 +232,29 @@ class Base:
         }
         if metadata.get("knowledge_id") == KB:  # Open WebUI 0.9.6+ indexes it into the base and links it, or fails it
             self.linked_itself.append(file_id)
-            if self._duplicate(file_id):
-                self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
-                self.files[file_id]["hash"] = None
-                if self.links_first:  # 0.10 linked it before indexing it into the base failed, and keeps no reason
-                    self.members[file_id] = metadata.get("directory_id")
-                    del self.files[file_id]["data"]["error"]
+            self.held_back.append((file_id, metadata))
+            if self.count < self.process_after_uploads:
+                self.files[file_id]["data"]["status"] = "pending"
             else:
-                self.members[file_id] = metadata.get("directory_id")
-                meta["collection_name"] = KB
+                for held in self.held_back:
+                    self._index_into_base(*held)
+                self.held_back = []
         if self.embeds_files:
             return httpx.Response(200, json={**self.files[file_id], "data": {"content": text}})
         return httpx.Response(200, json={**self.files[file_id], "data": {"status": "pending"}})
+
+    def _index_into_base(self, file_id: str, metadata: dict[str, Any]) -> None:
+        """What Open WebUI's task does with an upload that names the base."""
+        self.files[file_id]["data"]["status"] = "completed"
+        if self._duplicate(file_id):
+            self.files[file_id]["data"] |= {"status": "failed", "error": "Duplicate content detected. Please..."}
+            self.files[file_id]["hash"] = None
+            if self.links_first:  # 0.10 linked it before indexing it into the base failed, and keeps no reason
+                self.members[file_id] = metadata.get("directory_id")
+                del self.files[file_id]["data"]["error"]
+        else:
+            self.members[file_id] = metadata.get("directory_id")
+            self.files[file_id]["meta"]["collection_name"] = KB
 
     def _duplicate(self, file_id: str) -> bool:
         """Open WebUI's check: the text's hash in the base's index under another file (0.8+ let a file's own pass)."""
@@ -1159,14 +1174,37 @@ def base_names(mocked: Base) -> list[str]:
     return sorted(mocked.files[file_id]["filename"] for file_id in mocked.members)
 
 
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
+async def test_an_upload_that_links_itself_gives_its_turn_to_the_next_while_open_webui_indexes_it(
+    base: Base, tmp_path: Path
+) -> None:
+    """Open WebUI works through its queue of uploads while the next ones arrive (issue 18: `oikb` does not wait for
+    each file, and one at a time it beat four that waited): here it indexes nothing until the third upload has come.
+    With one upload at a time, each waiting for its own indexing, the first would wait its whole processing timeout
+    and fail; each upload's turn is given back once Open WebUI has answered it, so all three are sent, indexed and
+    confirmed."""
+    base.process_after_uploads = 3
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nText of {name}.")
+    code, lines = await run(tmp_path, concurrency=1, env={"OPENWEBUI_PROCESS_TIMEOUT": "2"})
+    assert code == OK, lines
+    assert base_names(base) == ["a.md", "b.md", "c.md"]
+    assert sorted(line for line in lines if line.startswith("add ")) == [
+        f"add      {name}.md: ok" for name in ("a", "b", "c")
+    ]
+    assert len(base.files) == 3  # nothing sent twice, nothing left over
+
+
 @pytest.mark.parametrize(("concurrency", "bounds"), [(1, (1, 1)), (4, (2, 4))])
 async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     base: Base, tmp_path: Path, concurrency: int, bounds: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each file still ends confirmed (attached after its processing, or its link confirmed); `concurrency` bounds how
-    many are in flight, so no more than that many files' bytes are held at once."""
-    in_flight = most = 0
+    many uploads are sent at once, and `_QUEUED_PER_UPLOAD` times as many writes are in flight at most (an upload
+    that links itself waits for Open WebUI's indexing after its turn), so a bounded number of files' bytes is held."""
+    in_flight = most = sending = most_sending = 0
     upload_to_base = writes.upload_to_base
+    upload = OpenWebUIClient.upload
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal in_flight, most
@@ -1177,7 +1215,18 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
         finally:
             in_flight -= 1
 
+    async def counted_upload(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sending, most_sending
+        sending += 1
+        most_sending = max(most_sending, sending)
+        try:
+            await asyncio.sleep(0.001)  # the request takes a moment: others may start meanwhile
+            return await upload(*args, **kwargs)
+        finally:
+            sending -= 1
+
     monkeypatch.setattr(sync_module, "upload_to_base", counted)
+    monkeypatch.setattr(OpenWebUIClient, "upload", counted_upload)
 
     async def processing(request: httpx.Request, file_id: str) -> httpx.Response:
         await asyncio.sleep(0.001)  # Open WebUI processes elsewhere: the upload's task gives way meanwhile
@@ -1190,7 +1239,8 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     assert code == OK, lines
     assert len(base.members) == 12
     low, high = bounds
-    assert low <= most <= high
+    assert low <= most_sending <= high
+    assert most <= high * (sync_module._QUEUED_PER_UPLOAD if base.links_itself else 1)
     assert sorted(line for line in lines if line.startswith("add ")) == [
         f"add      note-{i:02d}.md: ok" for i in range(12)
     ]

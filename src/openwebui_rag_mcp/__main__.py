@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         type=_concurrency,
         default=None,
         metavar="N",
-        help="sync: files uploaded and processed at once (1 to 16, default 4); their attaches to the base take turns",
+        help="sync: files uploaded at once (1 to 16, default 4); on Open WebUI 0.9.6+ each then waits for its "
+        "indexing beside up to 4 times as many; before 0.9.6 their attaches to the base take turns",
     )
     parser.add_argument("--deep", action="store_true", help="doctor: also run one small search (embedding backend)")
     parser.add_argument(

@@ -79,9 +79,14 @@ from openwebui_rag_mcp.writes import Upload, attached_files, dropped, safe_filen
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
 DELETE_FEW = 5
-# Files in flight at once: each holds its bytes and one upload, processing side by side; attaches take turns.
+# Uploads at once (each holds its file's bytes until its write ends), processed side by side; attaches take turns.
 CONCURRENCY = 4
 CONCURRENCY_MAX = 16
+# An upload that links itself (0.9.6+) gives its turn to the next once Open WebUI has answered it, and waits for its
+# indexing beside up to this many times `concurrency` files in all: Open WebUI always has the next file to process
+# (issue 18: it is the busy process). An upload Open WebUI then loses in a restart is one a later run takes for lost
+# once past its writer's deadline (`_await_earlier_uploads`).
+_QUEUED_PER_UPLOAD = 4
 SYNCED_BY = "openwebui-rag-mcp sync"  # in the upload metadata of what this command adds to a mirrored base
 SOURCE_KEY = "sync_source"  # next to it: the id of the folder it came from
 SOURCE_FILE = ".openwebui-rag-mcp-sync"  # in the synced folder (hidden, so never synced itself): the folder's id
@@ -674,6 +679,7 @@ class _Run:
     # How long this run's last files took Open WebUI to process: the next is first asked about after most of that.
     processing_seconds: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=16))
     watch: LinkWatch | None = None  # where uploads that link themselves are awaited together
+    sending: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CONCURRENCY))  # turns to upload
     # Before 0.6.42, the acknowledged attaches of this run's new files, read back together once its uploads are done
     # (`_confirm_attaches`), and the path of each.
     attach_checks: list[str] = field(default_factory=list)
@@ -863,9 +869,10 @@ class _Run:
         self.say("dry run: nothing was changed")
 
     async def _apply(self, todo: Plan, removals: list[RemoteFile], failed: list[str], first: list[RemoteFile]) -> int:
-        """Renames, additions and replacements `concurrency` at a time (each holds one file's bytes; their attaches
-        take turns under the base's lock), before 0.6.42 the new files' attaches read back, then the removals: a
-        document goes only once every upload that could replace it has ended. One line per file as each ends.
+        """Renames, additions and replacements, their uploads `concurrency` at a time (an upload that links itself
+        then waits for Open WebUI beside at most `_QUEUED_PER_UPLOAD` times as many, each holding its file's bytes;
+        attaches take turns under the base's lock), before 0.6.42 the new files' attaches read back, then the removals:
+        a document goes only once every upload that could replace it has ended. One line per file as each ends.
         `first`: documents never indexed into the base, removed before anything is uploaded (Open WebUI removes a
         document's vectors by its text's hash too, so removed after a new copy, one would take the copy's with it)."""
         # A file whose stuck document could not be removed is not sent: its new copy's vectors would go with that
@@ -888,10 +895,16 @@ class _Run:
         total = len(first) + len(steps) + len(removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
-        turns = asyncio.Semaphore(self.concurrency)
+        self.sending = asyncio.Semaphore(self.concurrency)
+        # Before 0.9.6 a write holds its turn to the end: no more files are read ahead than can be sent.
+        linking = (await self.app.client.release()).links_on_upload
+        queued = asyncio.Semaphore(self.concurrency * (_QUEUED_PER_UPLOAD if linking else 1))
+        removing = asyncio.Semaphore(self.concurrency)
         ended_well: set[str] = set()
 
-        async def run(action: str, name: str, step: Callable[[], Awaitable[Problem | None]]) -> None:
+        async def run(
+            action: str, name: str, step: Callable[[], Awaitable[Problem | None]], turns: asyncio.Semaphore = queued
+        ) -> None:
             nonlocal done
             async with turns:
                 problem = await step()
@@ -905,7 +918,7 @@ class _Run:
 
         async with anyio.create_task_group() as group:
             for entry in first:
-                group.start_soon(run, "remove", entry.key, functools.partial(remove_first, entry))
+                group.start_soon(run, "remove", entry.key, functools.partial(remove_first, entry), removing)
         async with anyio.create_task_group() as group:
             for action, file, step in steps:
                 group.start_soon(run, action, file.relative, unless_blocked(file, step))
@@ -915,7 +928,7 @@ class _Run:
                 failed.append(f"{name}: {problem}")
         async with anyio.create_task_group() as group:
             for entry in removals:
-                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry))
+                group.start_soon(run, "remove", entry.key, functools.partial(self._remove, entry), removing)
         self.say(
             f"done: {succeeded['add']} added, {succeeded['replace']} replaced, {succeeded['rename']} renamed, "
             f"{succeeded['remove']} removed, {len(todo.unchanged)} unchanged, {len(failed)} failed"
@@ -1038,30 +1051,32 @@ class _Run:
         if file.mirrored:
             metadata |= {"synced_by": SYNCED_BY}
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        upload = Upload(
-            name,
-            content,
-            content_type,
-            metadata,
-            folder_id,
-            links_itself=True,
-            first_poll=_FIRST_POLL_SHARE * statistics.median(self.processing_seconds)
-            if self.processing_seconds
-            else None,
-            writable_checked=self.writable_checked,
-            watch=self.watch,
-            attach_checks=self.attach_checks if check_later else None,
-        )
-        try:
-            done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
-        except ToolFailure as failure:
-            if not _worth_again(failure):
-                return Problem.of(failure)
-            await asyncio.sleep(_UPLOAD_AGAIN_AFTER_SECONDS)
+        async with _Turn(self.sending) as turn:
+            upload = Upload(
+                name,
+                content,
+                content_type,
+                metadata,
+                folder_id,
+                links_itself=True,
+                first_poll=_FIRST_POLL_SHARE * statistics.median(self.processing_seconds)
+                if self.processing_seconds
+                else None,
+                writable_checked=self.writable_checked,  # read in its turn: set once an earlier upload got in
+                watch=self.watch,
+                attach_checks=self.attach_checks if check_later else None,
+                sent=functools.partial(self._sent, turn),
+            )
             try:
                 done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
-            except ToolFailure as again:
-                return Problem.of(again, "sent twice: ")
+            except ToolFailure as failure:
+                if not _worth_again(failure):
+                    return Problem.of(failure)
+                await asyncio.sleep(_UPLOAD_AGAIN_AFTER_SECONDS)
+                try:
+                    done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
+                except ToolFailure as again:
+                    return Problem.of(again, "sent twice: ")
         self.writable_checked = True
         if check_later:
             self.uploaded_paths[done.file_id] = file.relative
@@ -1069,6 +1084,12 @@ class _Run:
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
         return None
+
+    def _sent(self, turn: _Turn) -> None:
+        """An upload that links itself was answered: the next may go, and the write access read before it was sent
+        (every upload of the run reads it until one got this far) holds for the run's next uploads."""
+        self.writable_checked = True
+        turn.give_back()
 
     async def _remove(self, entry: RemoteFile) -> Problem | None:
         """Take a document this command uploaded for this folder out of the base, and delete its file (it belongs
@@ -1184,6 +1205,28 @@ async def _read_again(file: LocalFile) -> bytes | Problem:
     if hashlib.sha256(content).hexdigest() != file.sha256:
         return Problem("changed", "the file changed while it was synced; run again")
     return content
+
+
+class _Turn:
+    """A turn to upload, given back once the upload has been answered (`give_back`, for an upload that then waits for
+    Open WebUI's indexing) or else when its whole write ends."""
+
+    def __init__(self, turns: asyncio.Semaphore) -> None:
+        self._turns = turns
+        self._held = False
+
+    async def __aenter__(self) -> _Turn:
+        await self._turns.acquire()
+        self._held = True
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.give_back()
+
+    def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            self._turns.release()
 
 
 @dataclass(frozen=True, slots=True)

@@ -495,6 +495,9 @@ class Upload:
     # later (`sync`, at the end of its run: `sync._Run._confirm_attaches`) instead of reading the whole list after each
     # attach.
     attach_checks: list[str] | None = None  # its journal record stays until then (`Inflight.confirmed`)
+    # Called once an upload that links itself has been answered, before Open WebUI's processing is awaited (`sync`:
+    # the next upload may go while this one is indexed).
+    sent: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,6 +608,8 @@ async def _upload_and_attach(
         raise failed from None
     if tracked is not None:
         await tracked.uploaded(uploaded.file_id)
+    if upload.links_itself and upload.sent is not None:
+        upload.sent()
     try:
         if upload.links_itself:
             done = await _process_linked(app, release, knowledge_id, uploaded, progress, upload)
