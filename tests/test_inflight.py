@@ -103,9 +103,10 @@ async def abandon(
     links_itself: bool = False,
     indexed_after_link: bool = False,
     attach_within: float | None = None,
+    process_within: float = 0.0,
 ) -> None:
     """A write that ends without settling its upload (killed, or its file could not be removed again); with
-    `attach_within`, killed once its attach was sent."""
+    `attach_within`, killed once its attach was sent; `process_within`: its writer's OPENWEBUI_PROCESS_TIMEOUT."""
     async with inflight.tracking(
         owner,
         "kb",
@@ -115,6 +116,7 @@ async def abandon(
         answer_within=60,
         links_itself=links_itself,
         indexed_after_link=indexed_after_link,
+        process_within=process_within,
     ) as tracked:
         if file_id is not None:
             await tracked.uploaded(file_id)
@@ -293,14 +295,49 @@ async def test_an_attach_from_another_host_is_given_the_clock_slack_too(tmp_path
     assert upstream.deleted == ["f"]
 
 
-async def test_an_upload_that_links_itself_still_processing_after_an_hour_is_deleted(tmp_path: Path) -> None:
-    """Open WebUI drops its background tasks when it restarts, and the status never changes again."""
-    import openwebui_rag_mcp.inflight as inflight_module
-
+async def test_an_upload_that_links_itself_still_processing_past_its_writers_deadline_is_removed(
+    tmp_path: Path,
+) -> None:
+    """Open WebUI drops its background tasks when it restarts, and the status never changes again: once past the time
+    its own writer would have given up on its processing (OPENWEBUI_TIMEOUT plus OPENWEBUI_PROCESS_TIMEOUT), recovery
+    (the server's start, `recover`) takes it for lost as `sync` does, with what it left in the base's index."""
     clock = [1_000_000.0]
     inflight = journal(tmp_path, clock)
     with pytest.raises(RuntimeError):
-        await abandon(inflight, "stuck", links_itself=True)
+        await abandon(inflight, "stuck", links_itself=True, process_within=600)
+    upstream = FakeUpstream(statuses={"stuck": "processing"})
+    clock[0] += 60 + 600 - 1
+    assert (await recover(inflight, upstream, OWNER))[0].processing
+    assert upstream.deleted == []
+    clock[0] += 2
+    (resolution,) = await recover(inflight, upstream, OWNER)
+    assert (resolution.processing, resolution.deleted) == (False, ("stuck",))
+    assert upstream.unlinked == [("kb", "stuck")]
+    assert await records(inflight) == []
+
+
+async def test_a_record_without_its_writers_deadline_waits_the_hour(tmp_path: Path) -> None:
+    """A record of an earlier version keeps no `process_by`: still processing, it is taken for lost only after
+    ABANDONED_SECONDS, as then."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    await inflight._store.put(
+        Record(
+            "r",
+            OWNER,
+            "kb",
+            "a.md",
+            5,
+            "0" * 64,
+            clock[0],
+            0.0,
+            inflight_module._HOST(),
+            1,
+            "1",
+            "stuck",
+            links_itself=True,
+        )
+    )
     upstream = FakeUpstream(statuses={"stuck": "processing"})
     clock[0] += inflight_module.ABANDONED_SECONDS - 60
     assert (await recover(inflight, upstream, OWNER))[0].processing
@@ -308,6 +345,20 @@ async def test_an_upload_that_links_itself_still_processing_after_an_hour_is_del
     (resolution,) = await recover(inflight, upstream, OWNER)
     assert upstream.deleted == ["stuck"], resolution
     assert await records(inflight) == []
+
+
+async def test_a_listed_upload_never_marked_still_waits_the_hour_past_its_writers_deadline(tmp_path: Path) -> None:
+    """Open WebUI 0.10 lists a self-linking upload before it indexes it into the base, and never marks it with
+    BYPASS_EMBEDDING_AND_RETRIEVAL: a listed document is not taken for lost at its writer's deadline (it is kept
+    after the hour; `sync` replaces it sooner, as it has the file to send again)."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "unmarked", links_itself=True, indexed_after_link=True)
+    upstream = FakeUpstream(listed={"kb": {"unmarked"}}, collections={"unmarked": "file-unmarked"})
+    clock[0] += 600
+    assert (await recover(inflight, upstream, OWNER))[0].processing
+    assert upstream.deleted == []
 
 
 async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the_mark(

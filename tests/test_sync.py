@@ -1574,7 +1574,7 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
 ) -> None:
     """An upload a killed run left still "processing" after its start plus OPENWEBUI_TIMEOUT and
     OPENWEBUI_PROCESS_TIMEOUT is most likely a task Open WebUI lost in a restart: each later run would wait for it in
-    vain, so the run says so and goes on (recovery removes it after an hour); a younger one is still waited for."""
+    vain, so the run says so and goes on (and removes what it left); a younger one is still waited for."""
     from openwebui_rag_mcp.app import App
     from openwebui_rag_mcp.inflight import Record, Resolution
 
@@ -1600,6 +1600,32 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
     assert "waiting for Open WebUI to finish 1 upload(s) a killed run left processing" in lines  # the young one
     assert not any("going on" in line for line in lines)  # no wait ran out: the young one ended, the lost one skipped
     assert len(seen) >= 3
+    assert len(base.members) == 1
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_run_says_which_lost_uploads_recovery_removed_before_it(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery itself removes a killed run's upload that is past its writer's deadline and in no base: the run says
+    so, as when it removes one itself; what recovery removed for another base, or that named no base, is not counted."""
+    from openwebui_rag_mcp.app import App
+    from openwebui_rag_mcp.inflight import Record, Resolution
+
+    lost = Record("r", "o", KB, "a.md", 3, "0" * 64, time.time() - 1000.0, 0.0, "h", 1, "", "f-lost", links_itself=True)
+    elsewhere = replace(lost, id="e", knowledge_id="another-base", file_id="f-elsewhere")
+    attached = replace(lost, id="t", links_itself=False, file_id="f-attached")
+    looks = [[lost, elsewhere, attached]]
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        records = looks.pop(0) if looks else []
+        return [Resolution(record, (record.file_id or "",), None) for record in records]
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert code == OK, lines
+    assert "removed 1 file(s) of uploads a killed run left that Open WebUI never finished" in lines, lines
     assert len(base.members) == 1
 
 

@@ -15,8 +15,9 @@ or its process on this machine no longer exists) is resolved by whoever next hol
   links it before indexing it into the base; 0.11 to 0.12.3 say "completed" a moment early, so an unlisted one is
   looked at again), since deleting it then could leave its vectors in the base's collection with no document: it is
   settled once processing has ended (listed: kept; failed, or "completed" and not linked: deleted, which on 0.10 also
-  unlinks it), or, still "pending" or "processing" ABANDONED_SECONDS after it began, taken for a task Open WebUI lost
-  in a restart and deleted (a listed one is kept); an unlisted one goes with what it left in the base's search index
+  unlinks it), or, still "pending" or "processing" past the time its own writer would have given up on it
+  (`_given_up_at`), taken for a task Open WebUI lost in a restart and deleted (a listed one waits ABANDONED_SECONDS
+  and is kept); an unlisted one goes with what it left in the base's search index
   (`remove_unlinked`); and a file whose attach was sent is left alone until that attach's answer was due, since Open
   WebUI goes on with it (and before 0.6.42 rewrites the base's whole list);
 - the file id is unknown (killed during the upload request): the credential's own files of that name, size and hash,
@@ -476,7 +477,8 @@ _STILL_PROCESSING = frozenset({"pending", "processing"})
 # A file that linked itself and is "completed" is in its base's lists; looked at once more after a moment all the same.
 _LINK_SETTLE_SECONDS = 2.0
 # An upload that links itself still "pending" or "processing" this long after it began is a background task Open WebUI
-# lost (a restart drops them, and the status never changes again): then it is deleted.
+# lost (a restart drops them, and the status never changes again): then it is deleted. Only for what keeps no writer's
+# deadline of its own (`_given_up_at`).
 ABANDONED_SECONDS = 3600.0
 
 
@@ -543,7 +545,7 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dr
             ):
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
                 unfinished = listed is True  # linked, its vectors not yet written to the base (0.10)
-            if unfinished and inflight.now() < record.started + ABANDONED_SECONDS:
+            if unfinished and inflight.now() <= _given_up_at(record, listed):
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is None:
@@ -581,6 +583,17 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dr
     if not dry:
         await inflight.drop(record)
     return Resolution(record, tuple(deleted), kept)
+
+
+def _given_up_at(record: Record, listed: bool | None) -> float:
+    """When an upload that links itself and is still unfinished is taken for a task Open WebUI lost in a restart: once
+    past the time its own writer would have given up on its processing (as `sync` takes it), or, for a record of an
+    earlier version that keeps no such time, ABANDONED_SECONDS after it began. One the base lists (0.10 links before it
+    indexes into the base) waits the hour all the same, as with BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks
+    it and it is then kept."""
+    if listed:
+        return record.started + ABANDONED_SECONDS
+    return record.processing_due(ABANDONED_SECONDS)
 
 
 async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:

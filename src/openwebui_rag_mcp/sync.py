@@ -583,9 +583,9 @@ async def sync(
     locks = runtime.make_locks(settings)
     try:
         async with runtime.running_app(settings, locks=locks, recover_at_start=False) as app:
-            if not dry_run:  # first what an interrupted run (killed, or Open WebUI gone) left in no base
-                await app.recover_uploads_quietly()
             run = _Run(app, folder, knowledge_id, origin.id, say, tty, concurrency=concurrency)
+            if not dry_run:  # first what an interrupted run (killed, or Open WebUI gone) left in no base
+                run.say_removed(await app.recover_uploads_quietly())
             return await run.sync(dry_run=dry_run, delete=delete, max_delete=max_delete)
     finally:
         await locks.aclose()
@@ -790,6 +790,7 @@ class _Run:
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
                 return lost
             waiting, overdue = self._earlier(resolutions)
+            self.say_removed(resolutions)
             if overdue and not told_overdue:
                 told_overdue = True
                 self.say(
@@ -826,6 +827,16 @@ class _Run:
         # window lasts (it may begin late, after its processing and its turn at the lock).
         overdue = [r for r in busy if r.record.links_itself and r.record.past_processing(now, self._within())]
         return [r for r in busy if r not in overdue], overdue
+
+    def say_removed(self, resolutions: list[Resolution]) -> None:
+        """Recovery itself removes a killed run's upload to this base that linked itself and is in no base past its
+        writer's deadline (0.11+; lost in a restart), with what it left in the base's search index: said as
+        `_delete_lost` says its own."""
+        removed = sum(
+            len(r.deleted) for r in resolutions if r.record.links_itself and r.record.knowledge_id == self.knowledge_id
+        )
+        if removed:
+            self.say(f"removed {removed} file(s) of uploads a killed run left that Open WebUI never finished")
 
     def _journal_now(self) -> float:
         return self.app.inflight.now() if self.app.inflight is not None else time.time()

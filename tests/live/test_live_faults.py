@@ -34,6 +34,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -439,15 +440,25 @@ def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.F
 # -- Open WebUI 0.10 killed between linking an upload and indexing it into the base -------------------------------
 
 
-@pytest.mark.releases("0.10.2", "0.12.4")  # 0.10 links an upload to its base before it indexes it there, 0.11+ after
-def test_an_upload_a_restart_cut_short_is_removed_and_sent_again(live_openwebui: Instance, tmp_path: Path) -> None:
-    """A `sync` and Open WebUI both killed while Open WebUI processes an upload that links itself (the test embedding
-    server holds that note's embeddings 4 s each): its task is lost, and the file stays as it was, for good. On 0.10,
-    killed once the file is linked, it stays listed, "completed", never marked as written to the base, and not found
-    by its words; on 0.12, killed once the upload exists, it stays in no base, never linked. Once its upload is past
-    its writer's deadline, the next run removes it and sends the file again (in that order: Open WebUI removes a
-    document's vectors by its text's hash too); the note is then found by its words, nothing is left in no base."""
-    inst = live_openwebui
+@dataclass(frozen=True)
+class CutShort:
+    """A `sync` and Open WebUI both killed while Open WebUI processed the run's one upload (`_cut_short`)."""
+
+    knowledge_id: str
+    stuck: str  # the upload's file, as the restart left it for good
+    words: str  # the note's words, found once it is indexed into the base
+    before: set[str]  # every file id before the run
+    env: dict[str, str]
+    argv: list[str]
+    links_first: bool  # 0.10: linked before it is indexed into the base
+
+
+def _cut_short(inst: Instance, tmp_path: Path) -> CutShort:
+    """Kill a `sync` and Open WebUI while Open WebUI processes an upload that links itself (the test embedding server
+    holds that note's embeddings 4 s each): its task is lost, and the file stays as it was, for good. On 0.10, killed
+    once the file is linked, it stays listed, "completed", never marked as written to the base; on 0.12, killed once
+    the upload exists, it stays in no base, never linked. Returns once the upload is past its writer's deadline (its
+    start plus OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT, short here)."""
     run = uuid.uuid4().hex[:8]
     words = f"pangolin{run} axolotl{run} tapir{run}"
     folder = tmp_path / "folder"
@@ -456,7 +467,6 @@ def test_an_upload_a_restart_cut_short_is_removed_and_sent_again(live_openwebui:
     knowledge_id = owui.create_knowledge(inst, f"fault-link-{run}", "restarted mid-indexing", private=True)
     before = owui.file_ids(inst)
     links_first = inst.version == "0.10.2"
-    # Short deadlines, so the killed run's upload is past its writer's deadline (its start plus both) soon.
     env = sync_env(inst) | {
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "OPENWEBUI_TIMEOUT": "10",
@@ -479,22 +489,55 @@ def test_an_upload_a_restart_cut_short_is_removed_and_sent_again(live_openwebui:
     assert f" {knowledge_id} " not in described, f"indexed into the base before the kill: {described}"
     assert owui.files_of(inst, knowledge_id) == ({stuck} if links_first else set()), described
     assert not searchable(inst, knowledge_id, words)
-
     time.sleep(max(0.0, started + 10 + 30 + 5 - time.monotonic()))
-    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return CutShort(knowledge_id, stuck, words, before, env, argv, links_first)
+
+
+@pytest.mark.releases("0.10.2", "0.12.4")  # 0.10 links an upload to its base before it indexes it there, 0.11+ after
+def test_an_upload_a_restart_cut_short_is_removed_and_sent_again(live_openwebui: Instance, tmp_path: Path) -> None:
+    """Once the upload a restart cut short (`_cut_short`) is past its writer's deadline, the next run removes it and
+    sends the file again (in that order: Open WebUI removes a document's vectors by its text's hash too); the note is
+    then found by its words, nothing is left in no base."""
+    inst = live_openwebui
+    cut = _cut_short(inst, tmp_path)
+    second = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stdout + second.stderr
-    removed = 1 if links_first else 0  # a document of the base; on 0.12 a file in no base, said on its own line
+    removed = 1 if cut.links_first else 0  # a document of the base; on 0.12 a file in no base, said on its own line
     summary = f"done: 1 added, 0 replaced, 0 renamed, {removed} removed, 0 unchanged, 0 failed"
     assert summary in second.stdout, second.stdout
-    if not links_first:
+    if not cut.links_first:
         assert "removed 1 file(s) of uploads a killed run left that Open WebUI never finished" in second.stdout
-    (again,) = owui.files_of(inst, knowledge_id)
-    assert again != stuck
-    assert stuck not in owui.file_ids(inst)  # the stuck one's file is gone
-    assert searchable(inst, knowledge_id, words)
-    assert not strays(inst, before, knowledge_id)
-    third = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    (again,) = owui.files_of(inst, cut.knowledge_id)
+    assert again != cut.stuck
+    assert cut.stuck not in owui.file_ids(inst)  # the stuck one's file is gone
+    assert searchable(inst, cut.knowledge_id, cut.words)
+    assert not strays(inst, cut.before, cut.knowledge_id)
+    third = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=300, check=False)
     assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 1 unchanged, 0 failed" in third.stdout, third.stdout
+
+
+@pytest.mark.releases("0.12.4")  # 0.11+ leave it in no base; 0.10 leaves it listed, kept by recovery after the hour
+def test_recover_removes_an_upload_a_restart_cut_short_once_past_its_writers_deadline(
+    live_openwebui: Instance, tmp_path: Path
+) -> None:
+    """Recovery outside `sync` (`openwebui-rag-mcp recover`, as the server's start) takes the upload a restart cut
+    short for lost at its writer's deadline too, not an hour later: its file is gone, nothing of it is left in the
+    base's index, and the next `sync` adds the note once."""
+    inst = live_openwebui
+    cut = _cut_short(inst, tmp_path)
+    recovered = subprocess.run(
+        [str(SCRIPT), "recover"], env=cut.env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert f"file(s) {cut.stuck} were in no base" in recovered.stdout, recovered.stdout
+    assert "done: 1 settled, 0 left" in recovered.stdout, recovered.stdout
+    assert cut.stuck not in owui.file_ids(inst)
+    assert not strays(inst, cut.before, cut.knowledge_id)
+    assert not searchable(inst, cut.knowledge_id, cut.words)
+    synced = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=300, check=False)
+    assert "done: 1 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed" in synced.stdout, synced.stdout
+    assert searchable(inst, cut.knowledge_id, cut.words)
+    assert inst.api_key not in recovered.stdout + recovered.stderr
 
 
 def searchable(inst: Instance, knowledge_id: str, words: str) -> bool:
