@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,14 +61,16 @@ COMPLETE_WITHIN = 600.0
 STALLED_AFTER = 15.0
 
 
-def make_folder(root: Path, files: int) -> Path:
-    """`files` small Markdown notes, spread over SUBFOLDERS subfolders, each with words of its own."""
-    folder = root / f"notes-{files}"
+def make_folder(root: Path, files: int, kind: str = "notes") -> Path:
+    """`files` small Markdown notes, spread over SUBFOLDERS subfolders, each with words of its own (and of its
+    `kind`: folders of two kinds hold no text in common)."""
+    folder = root / f"{kind}-{files}"
     for i in range(files):
         sub = folder / f"team-{i % SUBFOLDERS:02d}"
         sub.mkdir(parents=True, exist_ok=True)
         (sub / f"note-{i:04d}.md").write_text(
-            f"# Note {i}\n\nMeeting {i} of team {i % SUBFOLDERS}: decision {i * 7919 % 10007}, owner person{i}.\n",
+            f"# Note {i} of the {kind}\n\nMeeting {i} of team {i % SUBFOLDERS}: decision {i * 7919 % 10007}, owner "
+            f"person{i}.\n",
             encoding="utf-8",
         )
     return folder
@@ -209,12 +212,40 @@ async def floor(inst: Instance, knowledge_id: str, contents: list[tuple[str, byt
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class Held:
+    """A stopped Open WebUI holding `files` other notes in a base of its own: each way starts on a copy of it."""
+
+    instance: Instance
+    files: int
+
+
+def preload(version: str, root: Path, files: int) -> Held:
+    """An Open WebUI that already holds `files` notes, synced by this package's `sync` (every release has it) into a
+    base the measured ways do not touch, then stopped; its embedding server goes on for the copies (`start_copy`).
+    Open WebUI's time per file grows with the files it holds (0.9.6 lists every collection, one per file, on each
+    write), so this measures a way at that scale without syncing those files in every round."""
+    inst = owui.start(version, root / "held")
+    try:
+        base = owui.create_knowledge(inst, "bench-sync-held", "", private=True)
+        folder = make_folder(root, files, "held")
+        env = {**os.environ, "OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": inst.api_key, "NO_PROXY": "127.0.0.1"}
+        timed_run([sys.executable, "-m", "openwebui_rag_mcp", "sync", str(folder), "--knowledge-id", base], env)
+        if until_complete(inst, base, files, time.perf_counter()) is None:
+            raise RuntimeError(f"Open WebUI never held the {files} preloaded notes")
+    except BaseException:
+        owui.stop(inst)
+        raise
+    owui.stop_openwebui(inst)
+    return Held(inst, files)
+
+
 @contextlib.contextmanager
-def fresh(version: str, root: Path, name: str) -> Iterator[tuple[Instance, dict[str, str]]]:
+def fresh(version: str, root: Path, name: str, held: Held | None = None) -> Iterator[tuple[Instance, dict[str, str]]]:
     """An Open WebUI of its own for one command: Open WebUI slows as it holds more files (0.10.2 took twice as long for
     the same 100 notes into its third base as into its first), so on a shared one each command would pay for those
-    measured before it."""
-    inst = owui.start(version, root / name)
+    measured before it. With `held`, a copy of that preloaded one (removed again afterwards)."""
+    inst = owui.start(version, root / name) if held is None else owui.start_copy(held.instance, root / name)
     try:
         yield (
             inst,
@@ -229,7 +260,11 @@ def fresh(version: str, root: Path, name: str) -> Iterator[tuple[Instance, dict[
             },
         )
     finally:
-        owui.stop(inst)
+        if held is None:
+            owui.stop(inst)
+        else:
+            owui.stop_openwebui(inst)
+            shutil.rmtree(inst.data_dir, ignore_errors=True)  # hundreds of MB per copy with thousands of files
 
 
 @dataclass(frozen=True)
@@ -243,8 +278,10 @@ class Measured:
     note: str = ""
 
 
-def measure_ours(version: str, root: Path, folder: Path, files: int, concurrency: int) -> Measured:
-    with fresh(version, root, "ours") as (inst, env):
+def measure_ours(
+    version: str, root: Path, folder: Path, files: int, concurrency: int, held: Held | None = None
+) -> Measured:
+    with fresh(version, root, "ours", held) as (inst, env):
         ours = owui.create_knowledge(inst, "bench-sync-ours", "", private=True)
         command = [sys.executable, "-m", "openwebui_rag_mcp", "sync", str(folder), "--knowledge-id", ours]
         command += ["--concurrency", str(concurrency)]
@@ -255,27 +292,29 @@ def measure_ours(version: str, root: Path, folder: Path, files: int, concurrency
     return Measured(first.seconds, first.seconds, median_of(again), first.peak_mib)
 
 
-def measure_oikb(version: str, root: Path, folder: Path, files: int, workers: int) -> Measured:
+def measure_oikb(
+    version: str, root: Path, folder: Path, files: int, workers: int, held: Held | None = None
+) -> Measured:
     oikb = str(oikb_executable())
-    with fresh(version, root, f"oikb-{workers}") as (inst, env):
+    with fresh(version, root, f"oikb-{workers}", held) as (inst, env):
         base = owui.create_knowledge(inst, f"bench-sync-oikb-{workers}", "", private=True)
         command = [oikb, "sync", str(folder), "--kb-id", base, "--concurrency", str(workers)]
         started = time.perf_counter()
         exited = timed_run(command, env, failures=True)
         errors = oikb_errors(exited.output)
         complete = until_complete(inst, base, files - errors, started)
-        held = len(owui.files_of(inst, base))
+        in_base = len(owui.files_of(inst, base))
         again = rerun(command, env, failures=True)
     notes = []
     if errors:
         notes.append(f"{errors} uploads refused by Open WebUI; {oikb_errors(again[0].output)} on the second run")
     if complete is None:
-        notes.append(f"the base held {held} of {files} files when nothing more came")
+        notes.append(f"the base held {in_base} of {files} files when nothing more came")
     return Measured(exited.seconds, complete, median_of(again), exited.peak_mib, "; ".join(notes))
 
 
-def measure_floor(version: str, root: Path, folder: Path, concurrency: int) -> Measured:
-    with fresh(version, root, "floor") as (inst, _):
+def measure_floor(version: str, root: Path, folder: Path, concurrency: int, held: Held | None = None) -> Measured:
+    with fresh(version, root, "floor", held) as (inst, _):
         direct = owui.create_knowledge(inst, "bench-sync-floor", "", private=True)
         contents = [(path.name, path.read_bytes()) for path in sorted(folder.rglob("*.md"))]
         low = asyncio.run(floor(inst, direct, contents, concurrency))
@@ -315,44 +354,58 @@ def compiled() -> None:
         raise RuntimeError(f"could not compile {package}")
 
 
-def oikb_way(version: str, files: int, workers: int, root: Path, folder: Path) -> Measured:
-    return measure_oikb(version, root, folder, files, workers)
+def oikb_way(version: str, files: int, workers: int, held: Held | None, root: Path, folder: Path) -> Measured:
+    return measure_oikb(version, root, folder, files, workers, held)
 
 
-def run(version: str, files: int, concurrency: int, rounds: int = 1) -> str:
-    """Each way once per round, each round in another order (a way's place in the order must not favour it)."""
+def _rounds(
+    version: str, files: int, concurrency: int, rounds: int, held: Held | None, scratch: Path
+) -> dict[str, list[Measured]]:
     ways: dict[str, Callable[[Path, Path], Measured]] = {
         f"openwebui-rag-mcp sync --concurrency {concurrency}": lambda root, folder: measure_ours(
-            version, root, folder, files, concurrency
+            version, root, folder, files, concurrency, held
         ),
     }
     if owui.version_parts(version) >= OIKB_FROM:
         for workers in (1, concurrency):
-            ways[f"oikb sync --concurrency {workers}"] = functools.partial(oikb_way, version, files, workers)
+            ways[f"oikb sync --concurrency {workers}"] = functools.partial(oikb_way, version, files, workers, held)
     ways[f"httpx floor, {concurrency} at a time"] = lambda root, folder: measure_floor(
-        version, root, folder, concurrency
+        version, root, folder, concurrency, held
     )
     results: dict[str, list[Measured]] = {name: [] for name in ways}
     names = list(ways)
+    folder = make_folder(scratch, files)
+    for round_number in range(rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            measured = ways[name](scratch / f"round-{round_number}", folder)
+            results[name].append(measured)
+            searchable = "-" if measured.searchable is None else f"{measured.searchable:.1f}"
+            said = f"exits {measured.exits:.1f} s, searchable {searchable} s"
+            log(f"round {round_number + 1}/{rounds}, {name}: {said}")
+    return results
+
+
+def run(version: str, files: int, concurrency: int, rounds: int = 1, held_files: int = 0) -> str:
+    """Each way once per round, each round in another order (a way's place in the order must not favour it); with
+    `held_files`, each on a copy of one Open WebUI already holding that many other notes (`preload`)."""
     load_before = os.getloadavg()[0]
     owui.install(version)
     compiled()
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as scratch:
-        folder = make_folder(Path(scratch), files)
-        for round_number in range(rounds):
-            shift = round_number % len(names)
-            for name in names[shift:] + names[:shift]:
-                root = Path(scratch) / f"round-{round_number}"
-                measured = ways[name](root, folder)
-                results[name].append(measured)
-                searchable = "-" if measured.searchable is None else f"{measured.searchable:.1f}"
-                said = f"exits {measured.exits:.1f} s, searchable {searchable} s"
-                log(f"round {round_number + 1}/{rounds}, {name}: {said}")
+        held = preload(version, Path(scratch) / "preload", held_files) if held_files else None
+        try:
+            results = _rounds(version, files, concurrency, rounds, held, Path(scratch))
+        finally:
+            if held is not None:
+                owui.stop(held.instance)  # its embedding server
     load_after = os.getloadavg()[0]
+    names = list(results)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    holding = f"; each on a copy of an Open WebUI already holding {held_files} other notes" if held_files else ""
     lines = [
-        f"Open WebUI {version}, {files} Markdown notes in {SUBFOLDERS} subfolders; {machine}; {rounds} round(s), "
-        f"the ways in a rotating order; load average {load_before:.2f} before, {load_after:.2f} after.",
+        f"Open WebUI {version}, {files} Markdown notes in {SUBFOLDERS} subfolders{holding}; {machine}; {rounds} "
+        f"round(s), the ways in a rotating order; load average {load_before:.2f} before, {load_after:.2f} after.",
         "",
         "| | command ends (s) | every file searchable (s) | nothing changed, median of 5 (s) | peak memory (MiB) |",
         "|---|---|---|---|---|",
@@ -383,8 +436,15 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=1, help="each way this many times, in a rotating order")
+    parser.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        help="each way on a copy of an Open WebUI already holding this many other notes (its time per file grows "
+        "with them)",
+    )
     args = parser.parse_args()
-    print(run(args.version, args.files, args.concurrency, args.rounds))
+    print(run(args.version, args.files, args.concurrency, args.rounds, args.held))
 
 
 if __name__ == "__main__":

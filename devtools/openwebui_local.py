@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import mimetypes
 import os
@@ -503,6 +504,40 @@ def restart(instance: Instance, *, kill: bool = False, timeout: float = 240) -> 
     proc = _spawn_openwebui(executable, port, workdir, env, instance.log_path, append=True)
     instance.openwebui_pid, instance.openwebui_proc = proc.pid, proc
     _wait_until_ready(instance.url, proc, instance.log_path, timeout)
+
+
+def start_copy(template: Instance, workdir: Path, *, timeout: float = 240) -> Instance:
+    """Open WebUI on a copy of a stopped instance's data (its users and API key, bases and files), with its secret and
+    its embedding server (Open WebUI keeps that server's address in its database), on a port of its own. Stop it with
+    ``stop_openwebui``: the embedding server stays the template's."""
+    workdir = workdir.resolve()
+    data_dir, static_dir = workdir / "data", workdir / "static"
+    shutil.copytree(template.data_dir, data_dir)
+    static_dir.mkdir(parents=True, exist_ok=True)
+    embed_port = int(template.embed_url.rsplit(":", 1)[1].split("/", 1)[0])
+    env = openwebui_env(data_dir, static_dir, embed_port, template.secret_key)
+    port = free_port()
+    log_path = workdir / "openwebui.log"
+    proc = _spawn_openwebui(venv_dir(template.version) / "bin" / "open-webui", port, workdir, env, log_path)
+    copy = dataclasses.replace(
+        template,
+        url=f"http://127.0.0.1:{port}",
+        data_dir=data_dir,
+        log_path=log_path,
+        openwebui_pid=proc.pid,
+        openwebui_proc=proc,
+    )
+    try:
+        _wait_until_ready(copy.url, proc, log_path, timeout)
+    except BaseException:
+        stop_openwebui(copy)
+        raise
+    return copy
+
+
+def stop_openwebui(instance: Instance) -> None:
+    """Stop Open WebUI alone; its embedding server goes on (``start_copy``'s instances share their template's)."""
+    _terminate([instance.openwebui_pid], [instance.openwebui_proc])
 
 
 def _pid_alive(pid: int) -> bool:
