@@ -124,6 +124,10 @@ class Base:
         # Uploads that link themselves stay pending until this many uploads have come (Open WebUI busy with others)
         self.process_after_uploads = 0
         self.held_back: list[tuple[str, dict[str, Any]]] = []
+        # Files (by name) whose mark as written to the base Open WebUI loses once it has indexed and linked them (0.9.6
+        # to 0.10 under load), and the files indexed into the base again with file/update
+        self.marks_lost: set[str] = set()
+        self.reindexed: list[str] = []
         r = self.router
         r.get("/api/version").respond(json={"version": version})
         r.get(f"/api/v1/knowledge/{KB}").mock(side_effect=self._knowledge)
@@ -136,6 +140,7 @@ class Base:
         self.added: list[str] = []  # files linked with file/add
         self.attach = r.post(f"/api/v1/knowledge/{KB}/file/add").mock(side_effect=self._add)
         r.post(f"/api/v1/knowledge/{KB}/file/remove").mock(side_effect=self._remove)
+        r.post(f"/api/v1/knowledge/{KB}/file/update").mock(side_effect=self._reindex)
         r.delete(path__regex=r"^/api/v1/files/(?P<file_id>[^/]+)$").mock(side_effect=self._delete)
         r.post(f"/api/v1/knowledge/{KB}/sync/diff").mock(side_effect=self._diff)
         r.post(f"/api/v1/knowledge/{KB}/dirs/create").mock(side_effect=self._create_folder)
@@ -254,7 +259,17 @@ class Base:
                 del self.files[file_id]["data"]["error"]
         else:
             self.members[file_id] = metadata.get("directory_id")
-            self.files[file_id]["meta"]["collection_name"] = KB
+            if self.files[file_id]["filename"] not in self.marks_lost:
+                self.files[file_id]["meta"]["collection_name"] = KB
+
+    def _reindex(self, request: httpx.Request) -> httpx.Response:
+        self._wrote(request)
+        file_id = json.loads(request.content)["file_id"]
+        if file_id not in self.members:
+            return httpx.Response(400, json={"detail": "We could not find what you're looking for :/"})
+        self.reindexed.append(file_id)
+        self.files[file_id]["meta"]["collection_name"] = KB
+        return httpx.Response(200, json={"id": KB, "files": []})
 
     def _duplicate(self, file_id: str) -> bool:
         """Open WebUI's check: the text's hash in the base's index under another file (0.8+ let a file's own pass)."""
@@ -2003,6 +2018,24 @@ async def test_a_file_open_webui_calls_completed_waits_until_it_is_marked_as_wri
     assert code == OK, lines
     assert base.names() == ["a.md"]
     assert asked == ["a.md"] * 3  # listed without the mark twice, then with it; no more once it is there
+
+
+@pytest.mark.parametrize("base", ["0.10.2", "0.9.6"], indirect=True)
+async def test_a_linked_file_whose_mark_open_webui_lost_is_indexed_again_at_the_deadline(
+    base: Base, tmp_path: Path
+) -> None:
+    """0.9.6 under load once linked and indexed an upload, said "completed", and lost its mark as written to the base
+    (a stale copy of its metadata written back). At the write's deadline it is indexed into the base again
+    (`file/update` writes the mark), then counted added, rather than named failed while the base holds it."""
+    base.marks_lost = {"a.md"}
+    (tmp_path / "a.md").write_text("# A")
+    (tmp_path / "b.md").write_text("# B")
+    code, lines = await run(tmp_path, env={"OPENWEBUI_PROCESS_TIMEOUT": "1"})
+    assert code == OK, lines
+    assert sorted(base.names()) == ["a.md", "b.md"]
+    (a_id,) = [file_id for file_id, file in base.files.items() if file["filename"] == "a.md"]
+    assert base.reindexed == [a_id]  # b.md was marked: left alone
+    assert "done: 2 added" in lines[-1], lines
 
 
 @pytest.mark.parametrize("base", ["0.10.2", "0.9.6"], indirect=True)

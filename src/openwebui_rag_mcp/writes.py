@@ -414,9 +414,37 @@ async def _settled_in_base(
         else:
             unlisted_since = None
         if loop.time() + delay > deadline:
+            if listed is not None and status == "completed" and release.links_before_indexing:
+                return await _marked_again(app, knowledge_id, file_id, filename, status)
             raise _still_processing(app, status)
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, _POLL_MAX_DELAY)
+
+
+async def _marked_again(app: App, knowledge_id: str, file_id: str, filename: str, status: str) -> bool:
+    """A file 0.9.6 to 0.10 linked and called "completed" but never marked as written to the base, past the write's
+    deadline: indexed into the base again (`file/update`, which writes the mark); True once the base lists it marked.
+
+    Under load those releases can lose the mark: seen on 0.9.6 about once in 1,500 uploads, the file linked and
+    "completed" with its hash, Open WebUI's log saying it was indexed into the base and linked, and its mark back at
+    its own collection (an earlier copy of its metadata written over the mark). OPENWEBUI_PROCESS_TIMEOUT after the
+    upload Open WebUI's own task is over unless it hangs, so indexing again does not race it: `file/update` replaces
+    the file's vectors in the base rather than adding a second copy."""
+    async with app.locks.hold(knowledge_id) as lease:
+        _still_held(lease, "reindex", file_id, after_upload=True)
+        try:
+            await app.client.reindex_file(knowledge_id, file_id)
+        except ToolFailure:
+            raise _still_processing(app, status) from None
+    listed = await app.client.listed_file(knowledge_id, file_id, filename)
+    if listed is None or listed.collection != knowledge_id:
+        raise _still_processing(app, status)
+    log.info(
+        "file %s was linked to knowledge base %s but never marked as written there; indexed it again",
+        file_id,
+        knowledge_id,
+    )
+    return True
 
 
 def _quoted(app: App, text: str) -> str:
