@@ -498,12 +498,16 @@ def restart(instance: Instance, *, kill: bool = False, timeout: float = 240) -> 
         _terminate([instance.openwebui_pid], [instance.openwebui_proc])
     workdir = instance.data_dir.parent
     port = int(instance.url.rsplit(":", 1)[1])
-    embed_port = int(instance.embed_url.rsplit(":", 1)[1].split("/", 1)[0])
-    env = openwebui_env(instance.data_dir, workdir / "static", embed_port, instance.secret_key)
+    env = openwebui_env(instance.data_dir, workdir / "static", _embed_port(instance), instance.secret_key)
     executable = venv_dir(instance.version) / "bin" / "open-webui"
     proc = _spawn_openwebui(executable, port, workdir, env, instance.log_path, append=True)
     instance.openwebui_pid, instance.openwebui_proc = proc.pid, proc
     _wait_until_ready(instance.url, proc, instance.log_path, timeout)
+
+
+def _embed_port(instance: Instance) -> int:
+    """The port of the instance's embedding server (Open WebUI keeps its address, so a restart needs the same one)."""
+    return int(instance.embed_url.rsplit(":", 1)[1].split("/", 1)[0])
 
 
 def start_copy(template: Instance, workdir: Path, *, timeout: float = 240) -> Instance:
@@ -514,8 +518,7 @@ def start_copy(template: Instance, workdir: Path, *, timeout: float = 240) -> In
     data_dir, static_dir = workdir / "data", workdir / "static"
     shutil.copytree(template.data_dir, data_dir)
     static_dir.mkdir(parents=True, exist_ok=True)
-    embed_port = int(template.embed_url.rsplit(":", 1)[1].split("/", 1)[0])
-    env = openwebui_env(data_dir, static_dir, embed_port, template.secret_key)
+    env = openwebui_env(data_dir, static_dir, _embed_port(template), template.secret_key)
     port = free_port()
     log_path = workdir / "openwebui.log"
     proc = _spawn_openwebui(venv_dir(template.version) / "bin" / "open-webui", port, workdir, env, log_path)
