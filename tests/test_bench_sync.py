@@ -103,3 +103,33 @@ def test_with_held_files_every_way_starts_on_a_copy_of_one_preloaded_open_webui(
     assert [held.instance if held else None for held in given] == [instance] * 8
     assert stopped == [instance]  # its embedding server, once the rounds are over
     assert "each on a copy of an Open WebUI already holding 1500 other notes" in report
+
+
+def test_only_the_chosen_ways_are_measured_and_sync_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+
+    def measure_ours(
+        version: str, root: Path, folder: Path, files: int, concurrency: int, held: Held | None
+    ) -> Measured:
+        order.append("ours")
+        return Measured(30.0, 30.0, 0.3, 70)
+
+    def measure_oikb(version: str, root: Path, folder: Path, files: int, workers: int, held: Held | None) -> Measured:
+        order.append(f"oikb-{workers}")
+        return Measured(20.0, 25.0, 0.2, 72)
+
+    def measure_floor(version: str, root: Path, folder: Path, concurrency: int, held: Held | None) -> Measured:
+        order.append("floor")
+        return Measured(25.0, 25.0, None, None)
+
+    monkeypatch.setattr(bench_sync, "measure_ours", measure_ours)
+    monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
+    monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
+    monkeypatch.setattr(owui, "install", lambda version: None)
+    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
+
+    report = bench_sync.run("0.9.6", 3, 4, rounds=2, ways=["oikb"])
+
+    assert order == ["ours", "oikb-1", "oikb-1", "ours"]
+    assert "over the floor" not in report
+    assert "ours over oikb's best per round: 1.20x (1.20x to 1.20x)" in report

@@ -1035,6 +1035,39 @@ async def test_before_0_6_42_the_attaches_are_read_back_once_after_the_last(lega
     assert journal_files() == []  # every record dropped once read back
 
 
+@pytest.mark.parametrize("version", ["0.6.5", "0.8.12"])
+async def test_an_attach_open_webui_never_saw_is_sent_again_not_named_failed(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept-alive connection broke under the attach (`file/add`) before Open WebUI read it (CI, 0.6.5 under load):
+    no answer, and in OPENWEBUI_TIMEOUT of looking no sign of it (the file unmarked, the base not listing it). The
+    write removes its upload and says the attach may still come; `sync` sends the file once more, and it is added."""
+    mocked = served(Base(version), monkeypatch)
+    monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
+    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.01)
+    (tmp_path / "calm.md").write_text("# calm")
+    (tmp_path / "flaky.md").write_text("# flaky")
+    broke: list[str] = []
+
+    def breaks_once(request: httpx.Request) -> httpx.Response:
+        file_id = json.loads(request.content)["file_id"]
+        if not broke and mocked.files[file_id]["filename"].startswith("flaky"):
+            broke.append(file_id)
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return mocked._add(request)
+
+    mocked.attach.side_effect = breaks_once
+    code, lines = await run(tmp_path, env={"OPENWEBUI_TIMEOUT": "1"})
+
+    assert broke, "the attach never broke"
+    (line,) = [line for line in lines if line.startswith("add      flaky.md")]
+    assert line == "add      flaky.md: ok", lines
+    assert code == OK, lines
+    assert base_names(mocked) == sorted(mocked.expected(tmp_path))
+    assert broke[0] not in mocked.files  # the upload whose attach broke was removed: nothing orphaned
+    assert set(mocked.files) == set(mocked.members)
+
+
 async def test_before_0_6_42_a_file_a_concurrent_change_dropped_is_named_and_removed(
     legacy: Base, tmp_path: Path
 ) -> None:

@@ -48,6 +48,9 @@ class ToolFailure(Exception):
     retry_after: float | None = None
     # False when the request certainly never reached Open WebUI (no connection): a write then did not happen.
     request_sent: bool = True
+    # An attach whose answer never came and of which Open WebUI showed no sign in OPENWEBUI_TIMEOUT more (the file not
+    # marked, the base not listing it); its upload was removed again. `sync` sends such a file once more.
+    attach_unseen: bool = False
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

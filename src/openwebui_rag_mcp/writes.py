@@ -963,7 +963,11 @@ async def _discard_outlived(app: App, file_id: str, failure: ToolFailure, end: A
             "Open WebUI showed no end of the attach within OPENWEBUI_TIMEOUT more: should it still be running it, "
             "the base may list the file later."
         )
-    said = replace(failure, message=f"{failure.message} The uploaded file {file_id} was removed again, but {why}")
+    said = replace(
+        failure,
+        message=f"{failure.message} The uploaded file {file_id} was removed again, but {why}",
+        attach_unseen=end == "unknown",
+    )
     return said.explained(" Check with knowledge_files before adding it again.").at(
         "attach", outcome="partial_or_unknown"
     )

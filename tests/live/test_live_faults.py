@@ -408,8 +408,14 @@ def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.F
         )
     before = owui.file_ids(inst)
     # The next run waits out the killed run's attach window (OPENWEBUI_TIMEOUT plus 5 s) where an attach may have been
-    # in flight: 20 s rather than 60 keeps the test short.
-    env = sync_env(inst) | {"XDG_STATE_HOME": str(tmp_path / "state"), "OPENWEBUI_TIMEOUT": "20"}
+    # in flight: 20 s rather than 60 keeps the test short. The first run, alive through the restart, waits
+    # OPENWEBUI_PROCESS_TIMEOUT for an upload the kill caught mid-indexing (its task is lost): 60 s, not the default
+    # 300 (a note here is processed in seconds, even on a busy CI machine).
+    env = sync_env(inst) | {
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "OPENWEBUI_TIMEOUT": "20",
+        "OPENWEBUI_PROCESS_TIMEOUT": "60",
+    }
     argv = [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id]
     first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert first.stdout is not None

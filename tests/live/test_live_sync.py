@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,11 @@ class Run:
     code: int
     lines: list[str]
     seconds: float
+    log: list[str] = field(default_factory=list)  # the run's stderr: what it logged of a failure
+
+    def told(self, failed: list[str]) -> str:
+        """What a failed assertion shows: the failed lines and the end of the run's log."""
+        return "\n".join([*(failed or self.lines[-20:]), "- its log (stderr) -", *self.log[-30:]])
 
     @property
     def summary(self) -> dict[str, int]:
@@ -100,7 +105,7 @@ def run_sync(
     )
     assert inst.api_key not in done.stdout + done.stderr
     assert api_key is None or api_key not in done.stdout + done.stderr
-    return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started)
+    return Run(done.returncode, done.stdout.splitlines(), time.monotonic() - started, done.stderr.splitlines())
 
 
 def mirrors(inst: Instance) -> bool:

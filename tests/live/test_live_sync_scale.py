@@ -70,7 +70,7 @@ def test_a_500_file_folder_interrupted_then_resumed_then_unchanged(live_openwebu
     resumed = run_sync(inst, folder, knowledge_id, timeout=RUN_TIMEOUT)
     timings.append(f"resumed run: {resumed.seconds:.0f} s")
     failed = [line for line in resumed.lines if "FAILED" in line or line.startswith("skipped")]
-    assert resumed.code == 0, failed or resumed.lines[-20:]
+    assert resumed.code == 0, resumed.told(failed)
     assert resumed.summary["failed"] == 0, failed
     assert resumed.summary["added"] + resumed.summary["unchanged"] == FILES, resumed.lines[-5:]
 
