@@ -1117,10 +1117,10 @@ class _Run:
 def _worth_again(failure: ToolFailure) -> bool:
     """An upload that made nothing in Open WebUI and may well work a moment later: refused by Open WebUI itself
     (400, 409, 429: not the key's rights, not a size or a name it will refuse again) or never sent. Or one whose
-    attach got no answer and left no trace in a whole OPENWEBUI_TIMEOUT of looking, its file removed again (a
-    kept-alive connection that broke under it): a new upload is what finishes the file; should that attach still come
-    after all, before 0.6.42 the read-back after the run's uploads sees what it dropped, and later releases refuse the
-    second copy's text as a duplicate."""
+    attach got no answer and left no trace in a whole OPENWEBUI_TIMEOUT of looking, its file removed again (its
+    connection broke): a new upload is what finishes the file; should that attach still come after all, before 0.6.42
+    the read-back after the run's uploads sees what it dropped, and later releases refuse the second copy's text as a
+    duplicate."""
     if failure.attach_unseen:
         return True
     if failure.stage != "upload" or failure.outcome != "not_applied":
