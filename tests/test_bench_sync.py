@@ -4,6 +4,7 @@ and oikb; it measures and gates nothing)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,15 @@ from bench import sync as bench_sync
 from bench.sync import Held, Measured
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
+
+
+def fake_ways(monkeypatch: pytest.MonkeyPatch, ours: Any, oikb: Any, floor: Any) -> None:
+    """The three ways measured by fakes, and nothing installed or compiled."""
+    monkeypatch.setattr(bench_sync, "measure_ours", ours)
+    monkeypatch.setattr(bench_sync, "measure_oikb", oikb)
+    monkeypatch.setattr(bench_sync, "measure_floor", floor)
+    monkeypatch.setattr(owui, "install", lambda version: None)
+    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
 
 
 def test_rounds_rotate_the_order_and_ratios_are_taken_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,11 +48,7 @@ def test_rounds_rotate_the_order_and_ratios_are_taken_per_round(monkeypatch: pyt
         order.append("floor")
         return Measured(25.0, 25.0, None, None)
 
-    monkeypatch.setattr(bench_sync, "measure_ours", measure_ours)
-    monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
-    monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
-    monkeypatch.setattr(owui, "install", lambda version: None)
-    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
+    fake_ways(monkeypatch, measure_ours, measure_oikb, measure_floor)
 
     report = bench_sync.run("0.12.4", 3, 4, rounds=3)
 
@@ -89,13 +95,9 @@ def test_with_held_files_every_way_starts_on_a_copy_of_one_preloaded_open_webui(
     def measure_floor(version: str, root: Path, folder: Path, concurrency: int, held: Held | None) -> Measured:
         return measured(held)
 
+    fake_ways(monkeypatch, measure_ours, measure_oikb, measure_floor)
     monkeypatch.setattr(bench_sync, "preload", preload)
-    monkeypatch.setattr(bench_sync, "measure_ours", measure_ours)
-    monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
-    monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
-    monkeypatch.setattr(owui, "install", lambda version: None)
     monkeypatch.setattr(owui, "stop", stopped.append)
-    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
 
     report = bench_sync.run("0.9.6", 3, 4, rounds=2, held_files=1500)
 
@@ -122,11 +124,7 @@ def test_only_the_chosen_ways_are_measured_and_sync_always(monkeypatch: pytest.M
         order.append("floor")
         return Measured(25.0, 25.0, None, None)
 
-    monkeypatch.setattr(bench_sync, "measure_ours", measure_ours)
-    monkeypatch.setattr(bench_sync, "measure_oikb", measure_oikb)
-    monkeypatch.setattr(bench_sync, "measure_floor", measure_floor)
-    monkeypatch.setattr(owui, "install", lambda version: None)
-    monkeypatch.setattr(bench_sync, "compiled", lambda: None)
+    fake_ways(monkeypatch, measure_ours, measure_oikb, measure_floor)
 
     report = bench_sync.run("0.9.6", 3, 4, rounds=2, ways=["oikb"])
 
