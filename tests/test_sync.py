@@ -1039,9 +1039,10 @@ async def test_before_0_6_42_the_attaches_are_read_back_once_after_the_last(lega
 async def test_an_attach_open_webui_never_saw_is_sent_again_not_named_failed(
     version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A kept-alive connection broke under the attach (`file/add`) before Open WebUI read it (CI, 0.6.5 under load):
-    no answer, and in OPENWEBUI_TIMEOUT of looking no sign of it (the file unmarked, the base not listing it). The
-    write removes its upload and says the attach may still come; `sync` sends the file once more, and it is added."""
+    """The connection broke under the attach (`file/add`) before Open WebUI read it (seen once in CI, 0.6.5 under
+    load; why is not known): no answer, and in OPENWEBUI_TIMEOUT of looking no sign of it (the file unmarked, the base
+    not listing it). The write removes its upload and says the attach may still come; `sync` sends the file once
+    more, and it is added."""
     mocked = served(Base(version), monkeypatch)
     monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
     monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.01)
