@@ -707,3 +707,34 @@ def test_an_unreadable_comparison_is_unexpected_response(body: object) -> None:
     with pytest.raises(ToolFailure) as caught:
         normalize.compared_documents(body)
     assert caught.value.code == "unexpected_response"
+
+
+@pytest.mark.parametrize(
+    ("changes", "unmodified"),
+    [
+        ({}, 7),
+        ({"added": [{"filename": "new.md", "path": ""}]}, None),
+        ({"modified": [{"filename": "a.md", "path": "", "stale_file_id": "f-1"}]}, None),
+        ({"deleted": [{"file_id": "f-3", "filename": "gone.md"}]}, None),
+    ],
+)
+def test_a_comparison_tells_its_unmodified_count_only_when_nothing_else_is_to_do(
+    changes: dict[str, list[dict[str, str]]], unmodified: int | None
+) -> None:
+    answer = {"added": [], "modified": [], "deleted": [], "unmodified_count": 7, "mkdir": [], "rmdir": []}
+    assert normalize.unmodified_only(answer | changes) == unmodified
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {},
+        {"added": [], "modified": [], "deleted": []},
+        {"added": [], "modified": None, "deleted": [], "unmodified_count": 1},
+    ],
+)
+def test_a_comparison_without_its_counts_is_unexpected_response(body: object) -> None:
+    with pytest.raises(ToolFailure) as caught:
+        normalize.unmodified_only(body)
+    assert caught.value.code == "unexpected_response"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import errno
 import hashlib
 import json
@@ -770,25 +771,84 @@ def notes(root: Path) -> None:
         (root / name).write_text(f"# {name}")
 
 
-async def test_a_run_with_nothing_changed_places_the_documents_with_one_comparison(
-    mirror: Base, tmp_path: Path
-) -> None:
-    """0.10.2's lists do not say which folder holds a document: one folder comparison, asked where each document's
-    upload metadata places it, says it (no folder read one by one). 0.12.4's lists say it: no comparison at all."""
+def full_lists(base: Base, calls: int = 0) -> int:
+    """How many of the requests after the first `calls` read the base's whole list: on releases with folders, an
+    admin's asks for a page size of its own (a one-page count does not, nor does a folder's list)."""
+    return sum(
+        1
+        for c in base.router.calls[calls:]
+        if c.request.method == "GET"
+        and c.request.url.path == f"/api/v1/knowledge/{KB}/files"
+        and "limit" in c.request.url.params
+        and "directory_id" not in c.request.url.params
+    )
+
+
+async def test_a_run_with_nothing_changed_asks_one_comparison_and_reads_no_list(mirror: Base, tmp_path: Path) -> None:
+    """0.10.2's lists do not say which folder holds a document, so reading the base in full takes its list and a
+    folder comparison, each loading every document in Open WebUI: a run with nothing to do asks the comparison alone,
+    with the folder's own files and checksums, and a one-page count. 0.12.4's list says it all: the list alone."""
     notes(tmp_path)
     assert (await run(tmp_path))[0] == OK
     calls, manifests = len(mirror.router.calls), len(mirror.manifests)
     code, lines = await run(tmp_path)
     assert (code, lines[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 0 failed")
+    assert any(": 0 to add, 0 to replace, 0 renamed, 4 unchanged, 0 gone" in line for line in lines), lines
     assert folder_lists(mirror, calls) == 0
+    assert writes_since(mirror, calls) == []
     asked = mirror.manifests[manifests:]
     if mirror.paths_listed:
-        assert asked == []
+        assert (asked, full_lists(mirror, calls)) == ([], 1)
     else:
-        assert [sorted((e["path"], e["filename"], e["checksum"]) for e in manifest) for manifest in asked] == [
-            [("", name, "") for name in ("a.md", "b.md", "c.md", "top.md")]
-            + [("docs", "a.md", ""), ("docs/deep", "b.md", ""), ("other", "c.md", "")]
-        ]
+        assert full_lists(mirror, calls) == 0
+        by_place = {
+            (f"{folder}/" if folder else "") + name: checksum
+            for folder, name, checksum in ((e["path"], e["filename"], e["checksum"]) for e in asked[0])
+        }
+        assert len(asked) == 1
+        assert by_place == {file.relative: file.sha256 for file in scan(tmp_path, 10**6, mirrored=True)[0]}
+    code, lines = await run(tmp_path, dry_run=True)
+    assert (code, lines[-1]) == (OK, "dry run: nothing was changed")
+    assert any(": 0 to add, 0 to replace, 0 renamed, 4 unchanged, 0 gone" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)
+async def test_a_run_with_a_file_changed_places_the_documents_with_one_comparison(mirror: Base, tmp_path: Path) -> None:
+    """Where the folder's own comparison finds something to do, the base is read in full: its list, and one folder
+    comparison asked where each document's upload metadata places it (no folder read one by one)."""
+    notes(tmp_path)
+    assert (await run(tmp_path))[0] == OK
+    (tmp_path / "docs" / "a.md").write_text("# docs/a.md, edited")
+    calls, manifests = len(mirror.router.calls), len(mirror.manifests)
+    code, lines = await run(tmp_path)
+    assert (code, lines[-1]) == (OK, "done: 0 added, 1 replaced, 0 renamed, 0 removed, 3 unchanged, 0 failed")
+    assert (folder_lists(mirror, calls), full_lists(mirror, calls)) == (0, 1)
+    placing = [m for m in mirror.manifests[manifests:] if all(e["checksum"] == "" for e in m)]
+    assert [sorted((e["path"], e["filename"]) for e in manifest) for manifest in placing] == [
+        [("", name) for name in ("a.md", "b.md", "c.md", "top.md")]
+        + [("docs", "a.md"), ("docs/deep", "b.md"), ("other", "c.md")]
+    ]
+
+
+@pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)
+async def test_an_older_copy_hidden_behind_the_current_one_is_found_and_removed(mirror: Base, tmp_path: Path) -> None:
+    """The comparison keeps one document per place: an older version of this folder's file left at the same place
+    (an interrupted replacement) hides behind the current one there. The base's count gives it away, and the run
+    reads the base in full and removes it."""
+    notes(tmp_path)
+    assert (await run(tmp_path))[0] == OK
+    current = next(file_id for file_id, folder_id in mirror.members.items() if folder_id is None)
+    older = copy.deepcopy(mirror.files[current]) | {"id": "f-older", "hash": "older text"}
+    older["meta"]["file_hash"] = "0" * 64
+    mirror.files["f-older"] = older
+    first: dict[str, str | None] = {"f-older": None}
+    mirror.members = first | mirror.members  # listed first: the current one is the comparison's
+    calls = len(mirror.router.calls)
+    code, lines = await run(tmp_path)
+    assert (code, lines[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 1 removed, 4 unchanged, 0 failed"), lines
+    assert full_lists(mirror, calls) == 1
+    assert "f-older" not in mirror.members
+    assert current in mirror.members
 
 
 @pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)

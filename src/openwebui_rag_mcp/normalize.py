@@ -447,6 +447,17 @@ def subfolders(body: object) -> list[Subfolder]:
     return found
 
 
+def unmodified_only(body: object) -> int | None:
+    """From Open WebUI's sync comparison: how many of the manifest's places hold a document with the checksum given,
+    when no place is added or modified and no document of the base is outside the manifest; else None."""
+    answer = _mapping(body, "a sync comparison")
+    lists = [answer.get(key) for key in ("added", "modified", "deleted")]
+    unmodified = _int(answer.get("unmodified_count"))
+    if not all(isinstance(listed, list) for listed in lists) or unmodified is None:
+        raise unexpected("a sync comparison without its counts")
+    return unmodified if not any(lists) else None
+
+
 def compared_documents(body: object) -> dict[str, str]:
     """From Open WebUI's sync comparison asked with no checksums: file id -> the folder path ("" at the top) of each
     document at a key (folder, name) the manifest named; each is reported as changed, with its id."""

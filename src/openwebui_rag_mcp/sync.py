@@ -63,6 +63,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -525,12 +526,7 @@ class Folders:
     async def read(self, app: App, knowledge_id: str, local: list[LocalFile]) -> list[str]:
         """Ask Open WebUI's comparison (`sync/diff`, which needs write access) for the folders; the paths it would
         make, parents first."""
-        manifest = [
-            {"filename": file.relative.rpartition("/")[2], "path": file.folder, "checksum": file.digest}
-            | {"size": file.size}
-            for file in local
-        ]
-        to_create, self.ids = normalize.folder_tree(await app.client.sync_diff(knowledge_id, manifest))
+        to_create, self.ids = normalize.folder_tree(await app.client.sync_diff(knowledge_id, _manifest(local)))
         return to_create
 
     async def id_of(self, app: App, knowledge_id: str, path: str) -> str | None:
@@ -555,6 +551,14 @@ class Folders:
                     if path not in self.ids:
                         raise
         return self.ids[path]
+
+
+def _manifest(local: Sequence[LocalFile]) -> list[dict[str, Any]]:
+    """The files as Open WebUI's folder comparison (`sync/diff`) takes them: name, folder, checksum, size."""
+    return [
+        {"filename": file.relative.rpartition("/")[2], "path": file.folder, "checksum": file.digest, "size": file.size}
+        for file in local
+    ]
 
 
 async def sync(
@@ -697,9 +701,18 @@ class _Run:
         try:
             # The folder is read (in a thread) while Open WebUI answers: for a base on a release with folders as its
             # mirror, read again in the rare case that the base goes on with names instead.
-            guess = (await app.client.release()).folders
-            scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=guess))
-            base = await _read_base(app, knowledge_id, self.source, lost)
+            release = await app.client.release()
+            scanning = asyncio.ensure_future(asyncio.to_thread(scan, self.folder, max_bytes, mirrored=release.folders))
+            at_a_glance = release.folders and not release.folder_paths and not lost
+            if at_a_glance and await self._holds_the_folder(scanning):
+                base, (local, skipped) = _Base(mirrored=True, kept_names=False), await scanning
+                todo = Plan(unchanged=local, skipped=skipped)
+            else:
+                base = await _read_base(app, knowledge_id, self.source, lost)
+                local, skipped = await scanning
+                if base.mirrored != release.folders:
+                    local, skipped = await asyncio.to_thread(scan, self.folder, max_bytes, mirrored=base.mirrored)
+                todo = plan(local, base.ours, skipped, others=base.others)
         except ToolFailure as failure:
             say(f"cannot read knowledge base {knowledge_id}: {failure.message}")
             return UNUSABLE
@@ -709,10 +722,6 @@ class _Run:
                 f"knowledge base {knowledge_id} holds files this folder's earlier runs named after their path and "
                 "content; it goes on naming them that way"
             )
-        local, skipped = await scanning
-        if base.mirrored != guess:
-            local, skipped = await asyncio.to_thread(scan, self.folder, max_bytes, mirrored=base.mirrored)
-        todo = plan(local, base.ours, skipped, others=base.others)
         uploads = todo.add + [file for file, _ in todo.replace] + [file for file, _ in todo.renamed]
         to_create: list[str] = []
         if base.mirrored and any(file.folder for file in uploads):
@@ -767,6 +776,30 @@ class _Run:
             return SOME_FAILED if failed else OK
         await self._delete_lost(unlisted)
         return await self._apply(todo, removals, failed, first=base.stuck)
+
+    async def _holds_the_folder(self, scanning: asyncio.Future[tuple[list[LocalFile], list[Skipped]]]) -> bool:
+        """Whether the base holds exactly the folder's files, unchanged, each in its place, by Open WebUI's folder
+        comparison alone. On 0.9.6 to 0.11 reading the base in full takes its list and then that comparison (the
+        list names no folders), each loading every document in Open WebUI; a run with nothing to do needs one.
+
+        It tells only when nothing is to be done: the comparison of the folder's own manifest adds, changes and
+        removes nothing, and the base counts no more documents than the folder has files (the comparison keeps one
+        document per place, so a second copy at a place would hide behind the first). Which documents are this
+        folder's and which are someone else's with the same bytes, the full read tells; with nothing to change, it
+        makes no difference. Anything else (a file skipped, a name like the name scheme's, a comparison refused as it
+        needs write access) is left to the full read."""
+        app, knowledge_id = self.app, self.knowledge_id
+        app.check_base(knowledge_id)
+        try:
+            (local, skipped), (_, total) = await asyncio.gather(scanning, app.client.knowledge_files(knowledge_id, 1))
+            if skipped or not local or total != len(local):
+                return False
+            if any(parse_name(file.relative.rpartition("/")[2]) for file in local):
+                return False
+            unmodified = normalize.unmodified_only(await app.client.sync_diff(knowledge_id, _manifest(local)))
+        except ToolFailure:
+            return False
+        return unmodified == len(local)
 
     async def _await_earlier_uploads(self) -> set[str]:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
