@@ -35,7 +35,8 @@ How the base says which version of which file it holds, and whose it is, depends
   an Open WebUI folder of the same path. Open WebUI's own folder sync comparison (`sync/diff`) gives the base's
   folder tree, missing folders are made with `dirs/create`, and Open WebUI keeps the SHA-256 of every upload
   (`meta.file_hash`). Which folder holds a document comes with the document lists from 0.12; before, from one
-  comparison asked where each document's upload metadata places it, or the folder lists where that is not enough.
+  comparison asked where each document's upload metadata places it, or the folder lists where that is not enough;
+  a run there first asks the comparison with the folder's own files, which alone tells when nothing is to be done.
   Uploads carry `synced_by` and the folder's `sync_source` in their metadata: that is the mark.
 - **Older releases**, and bases this folder synced that way before Open WebUI had folders: each file is uploaded
   under a name that carries its path, the folder's source id and the first 12 hex digits of its SHA-256
