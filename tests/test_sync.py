@@ -831,6 +831,32 @@ async def test_a_run_with_a_file_changed_places_the_documents_with_one_compariso
 
 
 @pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)
+async def test_files_the_run_skips_leave_one_comparison_enough_and_say_the_same(
+    mirror: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the run skips (empty, over the size limit) is in no manifest; with no document of it in the base the
+    comparison alone still tells that nothing is to do, and the run says what the full read would have said."""
+    notes(tmp_path)
+    (tmp_path / "docs" / "empty.md").write_bytes(b"")
+    (tmp_path / "huge.md").write_text("x" * 100)
+    env = {"OPENWEBUI_UPLOAD_MAX_BYTES": "50"}
+    assert (await run(tmp_path, env=env))[0] == SOME_FAILED
+    calls = len(mirror.router.calls)
+    code, lines = await run(tmp_path, env=env)
+    assert (code, lines[-1]) == (SOME_FAILED, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 4 unchanged, 1 failed")
+    assert set(skipped_lines(lines)) == {"docs/empty.md", "huge.md"}
+    assert (full_lists(mirror, calls), writes_since(mirror, calls)) == (0, [])
+
+    async def never(*_: object) -> bool:
+        return False
+
+    monkeypatch.setattr(sync_module._Run, "_holds_the_folder", never)
+    calls = len(mirror.router.calls)
+    assert await run(tmp_path, env=env) == (code, lines)
+    assert full_lists(mirror, calls) == 1
+
+
+@pytest.mark.parametrize("mirror", ["0.10.2"], indirect=True)
 async def test_an_older_copy_hidden_behind_the_current_one_is_found_and_removed(mirror: Base, tmp_path: Path) -> None:
     """The comparison keeps one document per place: an older version of this folder's file left at the same place
     (an interrupted replacement) hides behind the current one there. The base's count gives it away, and the run

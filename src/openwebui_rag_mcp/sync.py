@@ -787,13 +787,14 @@ class _Run:
         removes nothing, and the base counts no more documents than the folder has files (the comparison keeps one
         document per place, so a second copy at a place would hide behind the first). Which documents are this
         folder's and which are someone else's with the same bytes, the full read tells; with nothing to change, it
-        makes no difference. Anything else (a file skipped, a name like the name scheme's, a comparison refused as it
-        needs write access) is left to the full read."""
+        makes no difference. A file this run skips is not in the manifest: a document of it makes the comparison
+        remove that one, and so sends the run to the full read (which keeps it). Anything else (a name like the name
+        scheme's, a comparison refused as it needs write access) is left to the full read too."""
         app, knowledge_id = self.app, self.knowledge_id
         app.check_base(knowledge_id)
         try:
-            (local, skipped), (_, total) = await asyncio.gather(scanning, app.client.knowledge_files(knowledge_id, 1))
-            if skipped or not local or total != len(local):
+            (local, _), (_, total) = await asyncio.gather(scanning, app.client.knowledge_files(knowledge_id, 1))
+            if not local or total != len(local):
                 return False
             if any(parse_name(file.relative.rpartition("/")[2]) for file in local):
                 return False
