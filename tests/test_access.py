@@ -15,8 +15,16 @@ import pytest
 import respx
 from mcp import Client
 
+from openwebui_rag_mcp import app as app_module
 from openwebui_rag_mcp import tools, writes
-from openwebui_rag_mcp.app import CREATED_TTL_SECONDS, App, ReadableBases, calling_as
+from openwebui_rag_mcp.app import (
+    CREATED_TTL_SECONDS,
+    READABLE_TTL_SECONDS,
+    AllowedFiles,
+    App,
+    ReadableBases,
+    calling_as,
+)
 from openwebui_rag_mcp.client import OpenWebUIClient, acting_as
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.locks import LeaseLocks
@@ -292,3 +300,62 @@ async def test_a_redis_that_does_not_answer_holds_no_tool_call(router: respx.Rou
     finally:
         await client.aclose()
     assert app.allowed_bases() == [MINE]
+
+
+# -- the allowlist's check of a file: what the allowed bases hold, remembered briefly ------------------------------
+
+
+def allowed_base(router: respx.Router, holds: list[str]) -> respx.Route:
+    """Open WebUI 0.12.4 whose base MINE holds the documents `holds` (the list is read on every request)."""
+    router.get("/api/version").respond(json={"version": "0.12.4"})
+    return router.get(f"/api/v1/knowledge/{MINE}/files").mock(
+        side_effect=lambda _: httpx.Response(200, json={"items": [{"id": f} for f in holds], "total": len(holds)})
+    )
+
+
+async def test_a_document_removed_by_someone_else_passes_the_allowlist_for_at_most_the_ttl(
+    router: respx.Router,
+) -> None:
+    holds = [A_FILE]
+    listing = allowed_base(router, holds)
+    clock = Clock()
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=MINE) as app:
+        object.__setattr__(app, "allowed_files", AllowedFiles(clock=clock))
+        assert await app.check_file(A_FILE) == A_FILE
+        holds.clear()  # taken out of the base in Open WebUI's own interface
+        clock.now += READABLE_TTL_SECONDS - 1
+        assert await app.check_file(A_FILE) == A_FILE  # remembered
+        assert listing.call_count == 1
+        clock.now += 1
+        with pytest.raises(ToolFailure) as caught:
+            await app.check_file(A_FILE)
+    assert caught.value.code == "not_found"
+    assert listing.call_count == 2
+
+
+async def test_concurrent_checks_share_one_listing_and_callers_do_not_share_theirs(router: respx.Router) -> None:
+    listing = allowed_base(router, [A_FILE])
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=MINE) as app:
+        with acting_as("caller-a-key"):
+            checked = await asyncio.gather(*(app.check_file(A_FILE) for _ in range(5)))
+        assert checked == [A_FILE] * 5
+        assert listing.call_count == 1
+        with acting_as("caller-b-key"):  # another caller's credential may not read what caller a's could
+            await app.check_file(A_FILE)
+    assert listing.call_count == 2
+    assert [call.request.headers["Authorization"] for call in listing.calls] == [
+        "Bearer caller-a-key",
+        "Bearer caller-b-key",
+    ]
+
+
+async def test_what_the_allowed_bases_hold_is_remembered_within_a_bound(
+    router: respx.Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listing = allowed_base(router, [A_FILE, "f2", "f3"])
+    monkeypatch.setattr(app_module, "ALLOWED_FILES_MAX", 5)  # two credentials' three documents each: one is dropped
+    async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=MINE) as app:
+        for key in ("caller-a-key", "caller-b-key", "caller-a-key", "caller-b-key"):
+            with acting_as(key):
+                await app.check_file(A_FILE)
+    assert listing.call_count == 4  # each credential's listing pushed the other's out

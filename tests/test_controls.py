@@ -290,6 +290,57 @@ async def test_a_file_outside_the_allowed_bases_is_refused_alike_whether_it_exis
     assert [r for r in lane.requests() if r.startswith("GET /api/v1/files/")] == [f"GET /api/v1/files/{FILE_THIRD}"]
 
 
+def _listings(lane: Lane) -> list[str]:
+    return [r for r in lane.requests() if r.startswith("GET /api/v1/knowledge/") and r != "GET /api/v1/knowledge/"]
+
+
+async def test_reading_documents_of_the_allowed_bases_one_after_another_lists_each_base_once() -> None:
+    """An agent reads a search's hits, and one document by lines: the allowlist's check lists the allowed bases for
+    the first read and remembers what they hold, rather than listing every allowed base for each read."""
+    lane = Lane()
+    async with connect(lane, {**ALLOW, "RAG_FILE_MAX_CHARS": "100001"}) as client:  # a server of its own
+        await ok(client, "knowledge_get_file", {"file_id": FILE})
+        first = _listings(lane)
+        await ok(client, "knowledge_get_file", {"file_id": FILE_THIRD})
+        await ok(client, "knowledge_get_file", {"file_id": FILE, "start_line": 2, "end_line": 3})
+        await ok(client, "knowledge_search", {"query": "pears", "file_ids": [FILE, FILE_THIRD]})
+        refused = await failed(client, "knowledge_get_file", {"file_id": FILE_OTHER})
+    assert len(first) == 2  # the two allowed bases, once each
+    assert refused.code == "not_found"
+    assert NONE_OF_THE_BASES in refused.message
+    # The refusal looked again (a document may have been added since); the reads before it did not.
+    assert _listings(lane) == first * 2
+    assert f"GET /api/v1/files/{FILE_OTHER}" not in lane.requests()
+
+
+async def test_a_document_added_to_an_allowed_base_is_read_at_once_and_one_removed_is_refused_at_once() -> None:
+    lane = Lane()
+    async with connect(lane, {**ALLOW, "RAG_FILE_MAX_CHARS": "100002"}) as client:
+        await ok(client, "knowledge_get_file", {"file_id": FILE})
+        added = await ok(client, "knowledge_add", _add(KB))
+        assert (await ok(client, "knowledge_get_file", {"file_id": added["file_id"]}))["text"] == TEXT
+        await ok(client, "knowledge_delete", {"knowledge_id": KB, "file_id": FILE})
+        gone = await failed(client, "knowledge_get_file", {"file_id": FILE})
+    assert FILE in lane.model.files  # the file is kept: the allowlist refused it, not Open WebUI
+    assert gone.code == "not_found"
+    assert NONE_OF_THE_BASES in gone.message
+
+
+async def test_attaching_an_existing_file_checks_the_allowed_bases_afresh() -> None:
+    """A write takes no remembered listing: a file taken out of the allowed bases by someone else a moment ago is
+    refused although a read found it there just before."""
+    lane = Lane()
+    async with connect(lane, {**ALLOW, "RAG_FILE_MAX_CHARS": "100003"}) as client:
+        await ok(client, "knowledge_get_file", {"file_id": FILE})
+        lane.model.bases[KB].members.remove(FILE)  # in Open WebUI's own interface
+        attach = await failed(client, "knowledge_add_file", {"knowledge_id": KB_THIRD, "file_id": FILE})
+        read = await failed(client, "knowledge_get_file", {"file_id": FILE})  # the fresh listing is remembered
+    assert attach.code == "not_found"
+    assert NONE_OF_THE_BASES in attach.message
+    assert FILE not in lane.model.bases[KB_THIRD].members
+    assert read.code == "not_found"
+
+
 async def test_files_in_allowed_bases_are_read_updated_and_removed() -> None:
     lane = Lane()
     async with connect(lane, ALLOW) as client:

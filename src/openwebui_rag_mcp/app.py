@@ -34,6 +34,9 @@ READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
 # Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
 READABLE_TTL_SECONDS = 30.0
+# Documents of the allowed bases remembered for the allowlist's check of a file (`knowledge_get_file`, a search by
+# `file_ids`), at most this many at once over all credentials; the oldest credential's go first.
+ALLOWED_FILES_MAX = 200_000
 # How long replicas sharing Redis remember the bases a caller created under an allowlist, from its latest creation.
 # A convenience for the run that created them: the operator adds a base to OPENWEBUI_KNOWLEDGE_IDS to keep it.
 CREATED_TTL_SECONDS = 24 * 3600.0
@@ -145,6 +148,72 @@ class ReadableBases:
                 self._locks.pop(key, None)
 
 
+class AllowedFiles:
+    """The documents of the bases each credential may read under the allowlist, remembered for `ttl` seconds (as
+    the bases a key can read are): an agent reading a search's hits, or one document page by page, then costs one
+    listing of the allowed bases, not one per call. Only a document found is taken from memory; one not found is
+    looked for in a fresh listing, so a document added since is found at once. A document removed from an allowed
+    base by someone else may still pass for up to `ttl` seconds; Open WebUI's Files API, asked next, checks the key's
+    own access on every release, so nothing the key cannot read passes."""
+
+    def __init__(self, ttl: float = READABLE_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[tuple[str, tuple[str, ...]], tuple[float, frozenset[str]]] = {}
+        self._locks: dict[tuple[str, tuple[str, ...]], asyncio.Lock] = {}
+
+    def forget(self, client: OpenWebUIClient) -> None:
+        """After this server removed a document or a base for the credential."""
+        credential = client.credential_key()
+        for key in [key for key in self._entries if key[0] == credential]:
+            del self._entries[key]
+
+    async def holds(self, client: OpenWebUIClient, bases: list[str], file_id: str, *, fresh: bool = False) -> bool:
+        key = (client.credential_key(), tuple(bases))
+        asked_at = self._clock()
+        seen = self._entries.get(key)
+        if not fresh and seen is not None and asked_at - seen[0] < self._ttl and file_id in seen[1]:
+            return True
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                entry = self._entries.get(key)
+                # A read takes a listing another call made while it waited; a write only one begun after it asked.
+                if (
+                    entry is None
+                    or entry is seen
+                    or self._clock() - entry[0] >= self._ttl
+                    or (fresh and entry[0] < asked_at)
+                ):
+                    entry = (self._clock(), await _documents_of(client, bases))
+                    self._entries.pop(key, None)
+                    self._entries[key] = entry
+                    while sum(len(ids) for _, ids in self._entries.values()) > ALLOWED_FILES_MAX:
+                        del self._entries[next(iter(self._entries))]
+                return file_id in entry[1]
+        finally:
+            if not lock.locked():
+                self._locks.pop(key, None)
+
+
+async def _documents_of(client: OpenWebUIClient, bases: list[str]) -> frozenset[str]:
+    """The ids of every document of `bases`; a base that is gone or the key may no longer read holds none."""
+    listings = await asyncio.gather(*(client.knowledge_files(base, None) for base in bases), return_exceptions=True)
+    for listing in listings:
+        # An allowed base that is gone or unshared holds nothing; anything else is a real failure.
+        if isinstance(listing, ToolFailure) and listing.code not in ("not_found", "forbidden"):
+            raise listing
+        if isinstance(listing, BaseException) and not isinstance(listing, ToolFailure):
+            raise listing
+    return frozenset(
+        item["id"]
+        for listing in listings
+        if not isinstance(listing, BaseException)
+        for item in listing[0]
+        if isinstance(item.get("id"), str)
+    )
+
+
 class CreatedBases:
     """The bases each caller created while an allowlist was set, under a digest of the caller: in this process, and
     in Redis when the replicas share it (one set per caller, `CREATED_TTL_SECONDS` after its latest creation)."""
@@ -193,6 +262,7 @@ class App:
     readable: ReadableBases = field(default_factory=ReadableBases)
     # (credential hash, file_id) -> when the Files API last let that credential read the file.
     readable_files: dict[tuple[str, str], float] = field(default_factory=dict)
+    allowed_files: AllowedFiles = field(default_factory=AllowedFiles)
     # Bases each caller created while OPENWEBUI_ALLOW_CREATE let it: usable alongside the allowlist, by that caller
     # only; shared with the other replicas through the store of the write locks (Redis) when there is one.
     created: CreatedBases = field(init=False)
@@ -275,27 +345,14 @@ class App:
             )
         return knowledge_id
 
-    async def check_file(self, file_id: str) -> str:
-        """Under an allowlist, a file is reachable only when an allowed base holds it."""
+    async def check_file(self, file_id: str, *, fresh: bool = False) -> str:
+        """Under an allowlist, a file is reachable only when an allowed base holds it; `fresh` for a write, which
+        takes no remembered listing."""
         check_id(file_id, "file_id")
         allowed = self.allowed_bases()
         if allowed is None:
             return file_id
-        listings = await asyncio.gather(
-            *(self.client.knowledge_files(base, None) for base in allowed), return_exceptions=True
-        )
-        for listing in listings:
-            # An allowed base that is gone or unshared holds nothing; anything else is a real failure.
-            if isinstance(listing, ToolFailure) and listing.code not in ("not_found", "forbidden"):
-                raise listing
-            if isinstance(listing, BaseException) and not isinstance(listing, ToolFailure):
-                raise listing
-        if not any(
-            item.get("id") == file_id
-            for listing in listings
-            if not isinstance(listing, BaseException)
-            for item in listing[0]
-        ):
+        if not await self.allowed_files.holds(self.client, allowed, file_id, fresh=fresh):
             raise ToolFailure(
                 "not_found",
                 f"file {file_id} is in none of the knowledge bases this server may read (OPENWEBUI_KNOWLEDGE_IDS)",

@@ -166,7 +166,7 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
     """Attach a file Open WebUI already holds. The caller must be able to read it with its own credential (and,
     under an allowlist, through an allowed base): Open WebUI's file/add does not check on every release who may
     read the file, and attaching would make someone else's upload searchable and readable to this key."""
-    await app.check_file(file_id)
+    await app.check_file(file_id, fresh=True)
     release = await _release(app, "attach", file_id)
     try:
         body = await app.client.file(file_id)

@@ -300,6 +300,8 @@ async def delete_knowledge(app: App, knowledge_id: str, confirm: str) -> Knowled
             answer = await app.client.delete_knowledge(knowledge_id)
         except ToolFailure as failure:
             raise _failed(failure, "delete") from None
+        finally:
+            app.allowed_files.forget(app.client)  # its files stay in Open WebUI, in no allowed base now
         app.readable.forget(app.client)
         if answer is not True:  # Open WebUI answers `true`; anything else may be a proxy's page
             raise (
@@ -1140,6 +1142,8 @@ async def remove_document(app: App, knowledge_id: str, file_id: str) -> Document
             await app.client.remove_file(knowledge_id, file_id)
         except ToolFailure as failure:
             raise _failed(failure, "unlink", file_id) from None
+        finally:
+            app.allowed_files.forget(app.client)  # the allowlist's check of the file asks the base again
         # Confirm from Open WebUI itself that the base no longer lists the file. The file is not looked up: a key
         # that could see it only through this base cannot see it now, and delete_file=false on a release that
         # honours it (checked above) is what keeps it.
