@@ -429,9 +429,9 @@ async def _marked_again(app: App, knowledge_id: str, file_id: str, filename: str
 
     Under load those releases can lose the mark: seen on 0.9.6 about once in 1,500 uploads, the file linked and
     "completed" with its hash, Open WebUI's log saying it was indexed into the base and linked, and its mark back at
-    its own collection (an earlier copy of its metadata written over the mark). OPENWEBUI_PROCESS_TIMEOUT after the
-    upload Open WebUI's own task is over unless it hangs, so indexing again does not race it: `file/update` replaces
-    the file's vectors in the base rather than adding a second copy."""
+    its own collection (likely: 0.9.6's metadata update returns quietly when its write fails).
+    OPENWEBUI_PROCESS_TIMEOUT after the upload Open WebUI's own task is over unless it hangs, so indexing again does
+    not race it: `file/update` replaces the file's vectors in the base rather than adding a second copy."""
     async with app.locks.hold(knowledge_id) as lease:
         _still_held(lease, "reindex", file_id, after_upload=True)
         try:
