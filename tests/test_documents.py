@@ -53,9 +53,9 @@ async def test_search_inside_a_readable_document() -> None:
     assert found.results[0].file_id == MINE
     assert again.count == 1
     reads = [c for c in router.calls if c.request.url.path == f"/api/v1/files/{MINE}"]
-    # One readability check, remembered for the second search, and one read per search for the citation (the chunk
-    # carries no hash that would tell the document is unchanged).
-    assert len(reads) == 3
+    # The first search's readability check also gives its citation; the second search's check is remembered and its
+    # citation reads the document again (the chunk carries no hash that would tell the document is unchanged).
+    assert len(reads) == 2
     assert found.results[0].start_line == 2
 
 

@@ -403,13 +403,14 @@ class App:
         found = await asyncio.gather(*(is_file(candidate) for candidate in ids[:10]))
         return [candidate for candidate, yes in zip(ids, found, strict=False) if yes]
 
-    async def check_files_searchable(self, file_ids: list[str]) -> list[str]:
+    async def check_files_searchable(self, file_ids: list[str], bodies: dict[str, object] | None = None) -> list[str]:
         """The documents to hand to Open WebUI's retrieval (as `file-<id>` collections), after checking that the key
         can read each one.
 
         Under an allowlist a document must be in an allowed base. Otherwise the Files API must let this key read
         it (it checks access on every release): searching a document then reveals nothing its full text does not.
-        Refused ids get one answer, `not_found`, whether they exist or not.
+        Refused ids get one answer, `not_found`, whether they exist or not. The documents read to check are put in
+        `bodies`, where given, so their citations need not read them again.
         """
         files = list(dict.fromkeys(check_id(file_id, "file_id") for file_id in file_ids))
         if self.allowed_bases() is not None:
@@ -425,11 +426,13 @@ class App:
             if seen is not None and now - seen < READABLE_TTL_SECONDS:
                 return True
             try:
-                await self.client.file(file_id)
+                body = await self.client.file(file_id)
             except ToolFailure as failure:
                 if failure.code in ("not_found", "forbidden"):
                     return False
                 raise
+            if bodies is not None:
+                bodies[file_id] = body
             self.readable_files[(credential, file_id)] = time.monotonic()
             while len(self.readable_files) > READABLE_CREDENTIALS_MAX * 10:
                 del self.readable_files[next(iter(self.readable_files))]

@@ -316,9 +316,11 @@ async def _cited(
     min_score: float | None,
     controls: hybrid.Controls,
     knowledge_id: str | None = None,
+    checked: Mapping[str, object] | None = None,
 ) -> list[Chunk]:
     """The first `k` hits of a retrieval answer at or above `min_score`, each with its citation (page, lines, link),
-    once the answer is known to come from the retrieval mode `controls` asked for.
+    once the answer is known to come from the retrieval mode `controls` asked for. `checked`: documents this call
+    has just read (to check the key may read them), cited without reading them again.
 
     The threshold is applied here, on the relevance Open WebUI answers with (`distance`), in every retrieval mode and
     release: its own `r` works only in hybrid search and hides the best score a caller needs to hear about."""
@@ -331,7 +333,11 @@ async def _cited(
         if not kept:
             raise _nothing_above(min_score, results)
         results, sources = [results[i] for i in kept], [sources[i] for i in kept]
-    return await citations.cite(app.client.file, app.link_base(), results, sources, app.documents, app.caller())
+
+    async def read_file(file_id: str) -> object:
+        return checked[file_id] if checked and file_id in checked else await app.client.file(file_id)
+
+    return await citations.cite(read_file, app.link_base(), results, sources, app.documents, app.caller())
 
 
 def _nothing_above(min_score: float, results: list[Chunk]) -> ToolFailure:
@@ -366,11 +372,12 @@ async def _search_documents(
         raise invalid_argument("give knowledge_ids or file_ids, not both: file_ids already names the documents")
     if len(file_ids) > KNOWLEDGE_IDS_MAX:
         raise invalid_argument(f"file_ids has {len(file_ids)} ids; the limit is {KNOWLEDGE_IDS_MAX}")
-    files = await app.check_files_searchable(file_ids)
+    checked: dict[str, object] = {}
+    files = await app.check_files_searchable(file_ids, checked)
     if not files:
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await _query(app, [f"file-{file_id}" for file_id in files], text, k, controls)
-    results = await _cited(app, body, k, min_score, controls)
+    results = await _cited(app, body, k, min_score, controls, checked=checked)
     return SearchResult(query=text, knowledge_ids=[], results=results, count=len(results))
 
 
