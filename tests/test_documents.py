@@ -10,6 +10,7 @@ import httpx
 import pytest
 import respx
 
+from openwebui_rag_mcp import app as app_module
 from openwebui_rag_mcp import normalize, tools
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
@@ -57,6 +58,16 @@ async def test_search_inside_a_readable_document() -> None:
     # citation reads the document again (the chunk carries no hash that would tell the document is unchanged).
     assert len(reads) == 2
     assert found.results[0].start_line == 2
+
+
+async def test_long_documents_checked_are_not_all_held_for_their_citations(monkeypatch: pytest.MonkeyPatch) -> None:
+    router, _ = upstream()
+    monkeypatch.setattr(app_module, "CHECKED_CHARS_MAX", len(TEXT) - 1)  # this document is past the bound
+    async with app_for(router) as app:
+        found = await tools.search(app, "error", None, None, None, file_ids=[MINE])
+    assert found.results[0].start_line == 2
+    reads = [c for c in router.calls if c.request.url.path == f"/api/v1/files/{MINE}"]
+    assert len(reads) == 2  # its check, then its citation
 
 
 async def test_a_document_the_key_cannot_read_is_never_searched() -> None:

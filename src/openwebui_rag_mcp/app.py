@@ -34,6 +34,9 @@ READABLE_CREDENTIALS_MAX = 1_000
 # How long the bases a key can read are remembered for checking a search. Short, because access can be revoked in
 # Open WebUI at any time; long enough that an agent's run of searches costs one retrieval request each.
 READABLE_TTL_SECONDS = 30.0
+# Document text a search by `file_ids` keeps from its readability check for its citations; past it, a hit's document
+# is read again, so up to 100 long documents are not all held through the search.
+CHECKED_CHARS_MAX = 4 * 1024 * 1024
 # Documents of the allowed bases remembered for the allowlist's check of a file (`knowledge_get_file`, a search by
 # `file_ids`), at most this many at once over all credentials; the oldest credential's go first.
 ALLOWED_FILES_MAX = 200_000
@@ -212,6 +215,13 @@ async def _documents_of(client: OpenWebUIClient, bases: list[str]) -> frozenset[
         for item in listing[0]
         if isinstance(item.get("id"), str)
     )
+
+
+def _text_chars(body: object) -> int:
+    """The length of a file's extracted text in Open WebUI's answer for it (0 when it has none)."""
+    data = body.get("data") if isinstance(body, dict) else None
+    content = data.get("content") if isinstance(data, dict) else None
+    return len(content) if isinstance(content, str) else 0
 
 
 class CreatedBases:
@@ -420,8 +430,10 @@ class App:
 
         credential = self.client.credential_key()
         now = time.monotonic()
+        kept = 0
 
         async def readable(file_id: str) -> bool:
+            nonlocal kept
             seen = self.readable_files.get((credential, file_id))
             if seen is not None and now - seen < READABLE_TTL_SECONDS:
                 return True
@@ -431,8 +443,9 @@ class App:
                 if failure.code in ("not_found", "forbidden"):
                     return False
                 raise
-            if bodies is not None:
+            if bodies is not None and kept + _text_chars(body) <= CHECKED_CHARS_MAX:
                 bodies[file_id] = body
+                kept += _text_chars(body)
             self.readable_files[(credential, file_id)] = time.monotonic()
             while len(self.readable_files) > READABLE_CREDENTIALS_MAX * 10:
                 del self.readable_files[next(iter(self.readable_files))]
