@@ -26,7 +26,7 @@ from mcp.types import INVALID_PARAMS, PromptReference, Resource, ResourceTemplat
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.server import COMPLETIONS_MAX, RESOURCES_PAGE, create_server
-from tests.conftest import API_KEY, assert_no_key, make_settings
+from tests.conftest import API_KEY, assert_no_key, make_settings, mock_transport, new_router
 from tests.faultstub import BASE_URL, FILE, FILE_THIRD, KB, KB_OTHER, KB_THIRD, Base, Document, Lane, answer
 
 pytestmark = pytest.mark.anyio
@@ -420,3 +420,24 @@ async def test_shutdown_waits_for_the_cancelled_warm_up_before_closing_the_clien
     async with Client(create_server(make_settings(), transport=transport), raise_exceptions=True):
         await transport.asked.wait()
     assert transport.events == ["request", "request ended", "closed"]
+
+
+@pytest.mark.parametrize("release", ["0.6.5", "0.12.4"])
+async def test_a_base_is_read_once_where_its_answer_nests_its_documents(release: str) -> None:
+    """Before 0.6.42 the base's own answer holds its documents: the resource reads it once, not once for the
+    documents and again for the description."""
+    router = new_router()
+    router.get("/api/version").respond(json={"version": release})
+    document = {"id": FILE, "filename": "apples.md", "meta": {"name": "Apples"}}
+    described = {"id": KB, "name": "Fruit", "description": "what we know of fruit"}
+    base = router.get(f"/api/v1/knowledge/{KB}").respond(
+        json={**described, "files": [document]} if release == "0.6.5" else {**described, "files": None}
+    )
+    router.get(f"/api/v1/knowledge/{KB}/files").respond(json={"items": [document], "total": 1})
+    server = create_server(make_settings(BASE_URL), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        read = await client.read_resource(f"openwebui://knowledge/{KB}")
+    body = json.loads(getattr(read.contents[0], "text", ""))
+    assert (body["name"], body["description"]) == ("Fruit", "what we know of fruit")
+    assert [item["file_id"] for item in body["files"]] == [FILE]
+    assert base.call_count == 1

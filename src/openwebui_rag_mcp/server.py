@@ -419,8 +419,10 @@ async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
     """A knowledge base: its description and its documents (file_id, title, filename), as JSON."""
     app = _app(ctx)
     try:
-        files = await tools.all_files(app, knowledge_id)
-        base = normalize.knowledge_base(await app.client.knowledge(knowledge_id))
+        app.check_base(knowledge_id)
+        body, items = await app.client.knowledge_with_files(knowledge_id)
+        base = normalize.knowledge_base(body)
+        files = [normalize.file_item(item) for item in items]
     except ToolFailure as failure:
         raise ResourceError(str(failure)) from None
     return json.dumps(

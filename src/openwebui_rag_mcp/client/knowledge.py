@@ -137,6 +137,19 @@ class KnowledgeAPI(ClientBase):
 
         return await self._per_release(read)
 
+    async def knowledge_with_files(self, knowledge_id: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+        """A base and all its documents: before 0.6.42 one request (the base's answer nests them), later the base
+        and then every page of its documents."""
+
+        async def read(release: Release) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+            if not release.paged_lists:
+                base = await self.knowledge(knowledge_id)
+                return base, normalize.nested_files(base)
+            files, _ = await self.knowledge_files(knowledge_id, None)
+            return await self.knowledge(knowledge_id), files
+
+        return await self._per_release(read)
+
     async def listed_file(self, knowledge_id: str, file_id: str, filename: str) -> normalize.FileRecord | None:
         """The file as the base lists it, or None: asked by its name (the paged releases' `query`, a filename ILIKE
         whose wildcards only widen the match), usually one page however large the base."""
