@@ -738,3 +738,10 @@ def test_a_comparison_without_its_counts_is_unexpected_response(body: object) ->
     with pytest.raises(ToolFailure) as caught:
         normalize.unmodified_only(body)
     assert caught.value.code == "unexpected_response"
+
+
+def test_text_chars_counts_a_files_text_and_nothing_else() -> None:
+    assert normalize.text_chars({"id": "f", "data": {"content": "Груши\n"}}) == 6
+    assert normalize.text_chars({"id": "f", "data": {"content": None}}) == 0
+    assert normalize.text_chars({"id": "f", "data": "not a mapping"}) == 0
+    assert normalize.text_chars(["not", "a", "file"]) == 0

@@ -217,13 +217,6 @@ async def _documents_of(client: OpenWebUIClient, bases: list[str]) -> frozenset[
     )
 
 
-def _text_chars(body: object) -> int:
-    """The length of a file's extracted text in Open WebUI's answer for it (0 when it has none)."""
-    data = body.get("data") if isinstance(body, dict) else None
-    content = data.get("content") if isinstance(data, dict) else None
-    return len(content) if isinstance(content, str) else 0
-
-
 class CreatedBases:
     """The bases each caller created while an allowlist was set, under a digest of the caller: in this process, and
     in Redis when the replicas share it (one set per caller, `CREATED_TTL_SECONDS` after its latest creation)."""
@@ -443,9 +436,10 @@ class App:
                 if failure.code in ("not_found", "forbidden"):
                     return False
                 raise
-            if bodies is not None and kept + _text_chars(body) <= CHECKED_CHARS_MAX:
+            size = normalize.text_chars(body)
+            if bodies is not None and kept + size <= CHECKED_CHARS_MAX:
                 bodies[file_id] = body
-                kept += _text_chars(body)
+                kept += size
             self.readable_files[(credential, file_id)] = time.monotonic()
             while len(self.readable_files) > READABLE_CREDENTIALS_MAX * 10:
                 del self.readable_files[next(iter(self.readable_files))]

@@ -156,6 +156,13 @@ def document(body: object) -> tuple[str, Mapping[str, Any]]:
     return content or "", _upload_metadata(_optional_mapping(raw.get("meta")))
 
 
+def text_chars(body: object) -> int:
+    """The length of the extracted text in Open WebUI's answer for a file; 0 for any other shape (never a failure)."""
+    raw = _optional_mapping(body)
+    content = _optional_mapping(raw.get("data")).get("content")
+    return len(content) if isinstance(content, str) else 0
+
+
 def file_item(raw: Mapping[str, Any]) -> FileItem:
     file_id = _str(raw.get("id"))
     if file_id is None:
