@@ -173,7 +173,7 @@ def test_problems_never_show_the_key() -> None:
 
 
 def test_every_problem_message_and_their_order() -> None:
-    """The exact lines a user sees, in the order of the declarations: these are what README.md quotes."""
+    """The exact lines a user sees, in the order of the declarations: these are what docs/configuration.md quotes."""
     problems = problems_of(
         {
             "OPENWEBUI_URL": "http://user:pw@owui.example",
@@ -364,7 +364,7 @@ def test_script_version() -> None:
 
 
 def test_script_help_lists_the_declared_variables() -> None:
-    # Which variables the list holds, and that README and .env.example agree with it: tests/test_config_docs.py.
+    # Which variables the list holds, and that docs/configuration.md and .env.example agree: tests/test_config_docs.py.
     result = run_script("--help", env={})
     assert result.returncode == 0
     assert result.stderr == b""

@@ -27,6 +27,7 @@ KEPT = (
     "CONTRIBUTING.md",
     "docs/clients.md",
     "docs/tools.md",
+    "docs/configuration.md",
     "docs/errors.md",
     "docs/writes.md",
     "docs/compatibility.md",
