@@ -25,7 +25,8 @@ from mcp.types import INVALID_PARAMS, PromptReference, Resource, ResourceTemplat
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.server import COMPLETIONS_MAX, RESOURCES_PAGE, create_server
+from openwebui_rag_mcp.server import create_server
+from openwebui_rag_mcp.server.resources import COMPLETIONS_MAX, RESOURCES_PAGE
 from tests.conftest import API_KEY, assert_no_key, make_settings, mock_transport, new_router
 from tests.faultstub import BASE_URL, FILE, FILE_THIRD, KB, KB_OTHER, KB_THIRD, Base, Document, Lane, answer
 

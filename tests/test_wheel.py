@@ -134,7 +134,11 @@ def test_wheel_holds_the_package_and_its_metadata(wheel: Path) -> None:
         dist_info = f"openwebui_rag_mcp-{__version__}.dist-info"
         metadata = email.parser.Parser().parsestr(archive.read(f"{dist_info}/METADATA").decode())
         entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
-    assert {"openwebui_rag_mcp/__main__.py", "openwebui_rag_mcp/server.py", "openwebui_rag_mcp/py.typed"} <= names
+    assert {
+        "openwebui_rag_mcp/__main__.py",
+        "openwebui_rag_mcp/server/__init__.py",
+        "openwebui_rag_mcp/py.typed",
+    } <= names
     assert not [name for name in names if name.split("/")[0] in ("tests", "devtools", "clients", "bench", "src")]
     assert metadata["Name"] == "openwebui-rag-mcp"
     assert metadata["Version"] == __version__
