@@ -80,7 +80,7 @@ async def app_for(router: respx.Router, clock: Clock | None = None, **env: str) 
 
 async def refused(app: App, ids: list[str]) -> ToolFailure:
     with pytest.raises(ToolFailure) as caught:
-        await tools.search(app, "bananas", ids, None, None)
+        await tools.search(app, "bananas", knowledge_ids=ids)
     return caught.value
 
 
@@ -98,7 +98,7 @@ async def test_a_base_the_key_cannot_list_is_never_searched(router: respx.Router
 async def test_a_search_of_every_base_names_only_listed_bases(router: respx.Router, release: str) -> None:
     _, query = upstream(router, release, [MINE, SHARED])
     async with app_for(router) as app:
-        result = await tools.search(app, "bananas", None, None, None)
+        result = await tools.search(app, "bananas")
     assert result.knowledge_ids == [MINE, SHARED]
     assert json.loads(query.calls.last.request.content)["collection_names"] == [MINE, SHARED]
 
@@ -126,10 +126,10 @@ async def test_the_common_path_is_one_request(router: respx.Router) -> None:
     """Measured: after the first search, a search of named bases costs exactly one request to Open WebUI."""
     listing, query = upstream(router, "0.12.4", [MINE, SHARED])
     async with app_for(router) as app:
-        await tools.search(app, "bananas", [MINE], None, None)
+        await tools.search(app, "bananas", knowledge_ids=[MINE])
         assert (listing.call_count, query.call_count) == (1, 1)
         for _ in range(5):
-            await tools.search(app, "bananas", [MINE, SHARED], None, None)
+            await tools.search(app, "bananas", knowledge_ids=[MINE, SHARED])
     assert (listing.call_count, query.call_count) == (1, 6)
 
 
@@ -137,7 +137,7 @@ async def test_a_listing_warms_the_check(router: respx.Router) -> None:
     listing, query = upstream(router, "0.12.4", [MINE])
     async with app_for(router) as app:
         await tools.list_knowledge(app)
-        await tools.search(app, "bananas", [MINE], None, None)
+        await tools.search(app, "bananas", knowledge_ids=[MINE])
     assert (listing.call_count, query.call_count) == (1, 1)
 
 
@@ -146,10 +146,10 @@ async def test_what_the_key_can_read_is_read_again_after_a_short_time(router: re
     clock = Clock()
     listing, query = upstream(router, "0.6.5", [MINE, SHARED])
     async with app_for(router, clock) as app:
-        await tools.search(app, "bananas", [SHARED], None, None)
+        await tools.search(app, "bananas", knowledge_ids=[SHARED])
         listing.respond(json=[{"id": MINE, "name": "mine"}])  # SHARED unshared from this key's user
         clock.now += 10
-        await tools.search(app, "bananas", [SHARED], None, None)  # still remembered
+        await tools.search(app, "bananas", knowledge_ids=[SHARED])  # still remembered
         clock.now += 25
         failure = await refused(app, [SHARED])
     assert failure.code == "not_found"
@@ -160,9 +160,9 @@ async def test_a_base_shared_a_moment_ago_is_found_at_once(router: respx.Router)
     """An id missing from the remembered answer is checked again before it is refused."""
     listing, _ = upstream(router, "0.12.4", [MINE])
     async with app_for(router) as app:
-        await tools.search(app, "bananas", [MINE], None, None)
+        await tools.search(app, "bananas", knowledge_ids=[MINE])
         listing.respond(json={"items": [{"id": MINE}, {"id": SHARED}], "total": 2})
-        result = await tools.search(app, "bananas", [SHARED], None, None)
+        result = await tools.search(app, "bananas", knowledge_ids=[SHARED])
     assert result.knowledge_ids == [SHARED]
     assert listing.call_count == 2
 
@@ -175,7 +175,7 @@ async def test_concurrent_first_searches_share_one_listing(router: respx.Router)
     upstream(router, "0.12.4", [MINE])
     listing = router.get("/api/v1/knowledge/").mock(side_effect=slow_listing)
     async with app_for(router) as app:
-        await asyncio.gather(*(tools.search(app, "bananas", [MINE], None, None) for _ in range(8)))
+        await asyncio.gather(*(tools.search(app, "bananas", knowledge_ids=[MINE]) for _ in range(8)))
     assert listing.call_count == 1
 
 

@@ -48,8 +48,8 @@ async def app_for(router: respx.Router, **env: str) -> AsyncIterator[App]:
 async def test_search_inside_a_readable_document() -> None:
     router, query = upstream()
     async with app_for(router) as app:
-        found = await tools.search(app, "error", None, None, None, file_ids=[MINE])
-        again = await tools.search(app, "error", None, None, None, file_ids=[MINE])
+        found = await tools.search(app, "error", file_ids=[MINE])
+        again = await tools.search(app, "error", file_ids=[MINE])
     assert json.loads(query.calls.last.request.content)["collection_names"] == [f"file-{MINE}"]
     assert found.results[0].file_id == MINE
     assert again.count == 1
@@ -64,7 +64,7 @@ async def test_long_documents_checked_are_not_all_held_for_their_citations(monke
     router, _ = upstream()
     monkeypatch.setattr(app_module, "CHECKED_CHARS_MAX", len(TEXT) - 1)  # this document is past the bound
     async with app_for(router) as app:
-        found = await tools.search(app, "error", None, None, None, file_ids=[MINE])
+        found = await tools.search(app, "error", file_ids=[MINE])
     assert found.results[0].start_line == 2
     reads = [c for c in router.calls if c.request.url.path == f"/api/v1/files/{MINE}"]
     assert len(reads) == 2  # its check, then its citation
@@ -75,7 +75,7 @@ async def test_a_document_the_key_cannot_read_is_never_searched() -> None:
     router, query = upstream()
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "error", None, None, None, file_ids=[MINE, THEIRS])
+            await tools.search(app, "error", file_ids=[MINE, THEIRS])
     assert caught.value.code == "not_found"
     assert THEIRS in caught.value.message
     assert MINE not in caught.value.message
@@ -88,7 +88,7 @@ async def test_under_an_allowlist_a_document_must_be_in_an_allowed_base() -> Non
     router.get(f"/api/v1/knowledge/{allowed}").respond(json={"id": allowed, "files": [{"id": THEIRS}]})
     async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS=allowed) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "error", None, None, None, file_ids=[MINE])
+            await tools.search(app, "error", file_ids=[MINE])
     assert caught.value.code == "not_found"
     assert "OPENWEBUI_KNOWLEDGE_IDS" in caught.value.message
     assert query.call_count == 0
@@ -98,7 +98,7 @@ async def test_bases_and_documents_together_are_refused() -> None:
     router, query = upstream()
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "error", ["kb"], None, None, file_ids=[MINE])
+            await tools.search(app, "error", knowledge_ids=["kb"], file_ids=[MINE])
     assert (caught.value.code, query.call_count) == ("invalid_argument", 0)
 
 
@@ -136,7 +136,7 @@ def test_lines_stop_at_max_chars() -> None:
 async def test_get_file_by_lines_through_the_tool() -> None:
     router, _ = upstream()
     async with app_for(router) as app:
-        read = await tools.get_file(app, MINE, 0, None, start_line=2, end_line=2)
+        read = await tools.get_file(app, MINE, start_line=2, end_line=2)
     assert read.text == "2: second line has ERR-4711"
 
 
@@ -144,7 +144,7 @@ async def test_a_range_ending_before_it_starts_is_refused() -> None:
     router, _ = upstream()
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.get_file(app, MINE, 0, None, start_line=5, end_line=2)
+            await tools.get_file(app, MINE, start_line=5, end_line=2)
     assert caught.value.code == "invalid_argument"
 
 
@@ -182,7 +182,7 @@ def folders_upstream(version: str = "0.12.4") -> tuple[respx.Router, respx.Route
 async def test_a_folder_search_covers_the_folder_and_the_folders_below_it() -> None:
     router, query = folders_upstream()
     async with app_for(router) as app:
-        found = await tools.search(app, "guide", [BASE], None, None, folder="/guides/")
+        found = await tools.search(app, "guide", knowledge_ids=[BASE], folder="/guides/")
     names = json.loads(query.calls.last.request.content)["collection_names"]
     assert sorted(names) == sorted([f"file-{GUIDE}", f"file-{DEEP}"])  # not the top level, not "guides-old"
     assert found.knowledge_ids == [BASE]
@@ -204,7 +204,7 @@ async def test_knowledge_files_names_each_documents_folder() -> None:
 async def test_a_folder_search_reads_only_that_part_of_the_base() -> None:
     router, query = folders_upstream()
     async with app_for(router) as app:
-        await tools.search(app, "guide", [BASE], None, None, folder="guides/deep")
+        await tools.search(app, "guide", knowledge_ids=[BASE], folder="guides/deep")
     asked = [c.request.url.params.get("directory_id") for c in router.calls if c.request.url.path.endswith("/files")]
     assert asked == ["", "d-guides", "d-deep"]  # down the path, then the folder itself: never the whole base
     assert json.loads(query.calls.last.request.content)["collection_names"] == [f"file-{DEEP}"]
@@ -226,7 +226,7 @@ async def test_a_folder_search_that_cannot_be_done_says_why_and_searches_nothing
     router, query = folders_upstream()
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "guide", knowledge_ids, None, None, file_ids=file_ids, folder=folder)
+            await tools.search(app, "guide", knowledge_ids=knowledge_ids, file_ids=file_ids, folder=folder)
     assert (caught.value.code, query.call_count) == (code, 0)
     assert words in caught.value.message
 
@@ -236,7 +236,7 @@ async def test_before_folders_a_folder_search_is_unsupported_not_widened(version
     router, query = folders_upstream(version)
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "guide", [BASE], None, None, folder="guides")
+            await tools.search(app, "guide", knowledge_ids=[BASE], folder="guides")
     assert (caught.value.code, query.call_count) == ("unsupported", 0)
     assert version in caught.value.message
 
@@ -245,7 +245,7 @@ async def test_a_folder_search_stays_inside_the_allowlist() -> None:
     router, query = folders_upstream()
     async with app_for(router, OPENWEBUI_KNOWLEDGE_IDS="ffffffff-0000-4000-8000-000000000000") as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "guide", [BASE], None, None, folder="guides")
+            await tools.search(app, "guide", knowledge_ids=[BASE], folder="guides")
     assert (caught.value.code, query.call_count) == ("not_found", 0)
     assert "OPENWEBUI_KNOWLEDGE_IDS" in caught.value.message
     listed = [c for c in router.calls if c.request.url.path.endswith("/files")]
@@ -255,7 +255,7 @@ async def test_a_folder_search_stays_inside_the_allowlist() -> None:
 async def test_a_folder_search_in_a_read_only_server_is_still_a_read() -> None:
     router, query = folders_upstream()
     async with app_for(router, OPENWEBUI_READ_ONLY="true") as app:
-        found = await tools.search(app, "guide", [BASE], None, None, folder="guides")
+        found = await tools.search(app, "guide", knowledge_ids=[BASE], folder="guides")
     assert (found.count, query.call_count) == (1, 1)
 
 
@@ -263,7 +263,7 @@ async def test_a_folder_search_works_where_lists_do_not_name_folders_yet() -> No
     """0.9.6 to 0.11 have folders but their document lists do not name a document's folder: the folder lists do."""
     router, query = folders_upstream("0.10.2")
     async with app_for(router) as app:
-        found = await tools.search(app, "guide", [BASE], None, None, folder="guides")
+        found = await tools.search(app, "guide", knowledge_ids=[BASE], folder="guides")
     names = json.loads(query.calls.last.request.content)["collection_names"]
     assert sorted(names) == sorted([f"file-{GUIDE}", f"file-{DEEP}"])
     assert found.knowledge_ids == [BASE]
@@ -284,7 +284,7 @@ async def test_a_folder_of_more_than_100_documents_is_refused_before_searching()
     query = router.post("/api/v1/retrieval/query/collection").respond(json={"documents": [[]]})
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "x", [BASE], None, None, folder="big")
+            await tools.search(app, "x", knowledge_ids=[BASE], folder="big")
     assert (caught.value.code, query.call_count) == ("invalid_argument", 0)
     assert "further down" in caught.value.message
 
@@ -303,6 +303,6 @@ async def test_folders_that_loop_are_refused_not_read_forever() -> None:
     query = router.post("/api/v1/retrieval/query/collection").respond(json={"documents": [[]]})
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await tools.search(app, "x", [BASE], None, None, folder="loop")
+            await tools.search(app, "x", knowledge_ids=[BASE], folder="loop")
     assert (caught.value.code, query.call_count) == ("unexpected_response", 0)
     assert len(router.calls) < 10

@@ -65,7 +65,7 @@ async def app_for(router: respx.Router) -> AsyncIterator[App]:
 async def test_every_matching_line_with_its_number(release: str) -> None:
     router, asked = upstream(release)
     async with app_for(router) as app:
-        found = await find_exact(app, KB, "ERR-4711", True, 50, 50)
+        found = await find_exact(app, KB, "ERR-4711", case_sensitive=True, max_files=50, max_matches=50)
     assert [(m.file_id, m.line, m.text) for m in found.matches] == [
         ("f-1", 3, "Код ERR-4711 значит: диск полон."),
         ("f-3", 2, "错误 ERR-4711 出现了"),
@@ -81,16 +81,16 @@ async def test_every_matching_line_with_its_number(release: str) -> None:
 async def test_case_insensitive_by_choice() -> None:
     router, _ = upstream("0.12.4")
     async with app_for(router) as app:
-        found = await find_exact(app, KB, "err-4711", False, 50, 50)
+        found = await find_exact(app, KB, "err-4711", case_sensitive=False, max_files=50, max_matches=50)
     assert [(m.file_id, m.line) for m in found.matches] == [("f-1", 3), ("f-1", 5), ("f-3", 2)]
 
 
 async def test_caps_are_reached_and_said() -> None:
     router, _ = upstream("0.12.4")
     async with app_for(router) as app:
-        few_files = await find_exact(app, KB, "ERR", True, 1, 50)
-        few_matches = await find_exact(app, KB, "ERR", True, 50, 2)
-        exact_fit = await find_exact(app, KB, "ERR", True, 50, 3)
+        few_files = await find_exact(app, KB, "ERR", case_sensitive=True, max_files=1, max_matches=50)
+        few_matches = await find_exact(app, KB, "ERR", case_sensitive=True, max_files=50, max_matches=2)
+        exact_fit = await find_exact(app, KB, "ERR", case_sensitive=True, max_files=50, max_matches=3)
     assert (few_files.files_scanned, few_files.files_capped) == (1, True)
     assert (few_matches.count, few_matches.matches_capped) == (2, True)
     assert (exact_fit.count, exact_fit.matches_capped) == (3, False)  # all there were: not capped
@@ -101,7 +101,7 @@ async def test_bad_phrases_are_refused(phrase: str) -> None:
     router, _ = upstream("0.12.4")
     async with app_for(router) as app:
         with pytest.raises(ToolFailure) as caught:
-            await find_exact(app, KB, phrase, True, 50, 50)
+            await find_exact(app, KB, phrase, case_sensitive=True, max_files=50, max_matches=50)
     assert caught.value.code == "invalid_argument"
     assert router.calls.call_count == 0
 
@@ -174,7 +174,7 @@ async def test_matches_the_content_filter_would_miss_are_found(
     texts = {"f-1": "Nothing here.\n", "f-2": f"first\n{line}\n"}
     router, _ = filtering_upstream(texts, engine)
     async with app_for(router) as app:
-        found = await find_exact(app, KB, phrase, case_sensitive, 50, 50)
+        found = await find_exact(app, KB, phrase, case_sensitive=case_sensitive, max_files=50, max_matches=50)
     assert [(m.file_id, m.line, m.text) for m in found.matches] == [("f-2", 2, line)]
     assert (found.files_capped, found.matches_capped) == (False, False)
 
@@ -183,7 +183,7 @@ async def test_the_filter_still_narrows_where_it_is_exact() -> None:
     """An identifier of safe characters goes to Open WebUI as it is: only the documents that hold it are read."""
     router, asked = filtering_upstream(TEXTS, "postgresql")
     async with app_for(router) as app:
-        found = await find_exact(app, KB, "ERR-4711", False, 50, 50)
+        found = await find_exact(app, KB, "ERR-4711", case_sensitive=False, max_files=50, max_matches=50)
     assert [(params["query"], params["include_content"]) for params in asked] == [("ERR-4711", "true")]
     assert [(m.file_id, m.line) for m in found.matches] == [("f-1", 3), ("f-1", 5), ("f-3", 2)]
     assert found.files_scanned == 2  # f-2 was not read
@@ -207,7 +207,7 @@ async def test_the_filter_still_narrows_where_it_is_exact() -> None:
 async def test_what_is_sent_to_the_content_filter(phrase: str, case_sensitive: bool, sent: str | None) -> None:
     router, asked = filtering_upstream(TEXTS, "postgresql")
     async with app_for(router) as app:
-        await find_exact(app, KB, phrase, case_sensitive, 50, 50)
+        await find_exact(app, KB, phrase, case_sensitive=case_sensitive, max_files=50, max_matches=50)
     assert [params.get("query") for params in asked] == [sent]
     assert [params.get("include_content") for params in asked] == ["true" if sent is not None else None]
 

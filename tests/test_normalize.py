@@ -20,7 +20,7 @@ CITATION = {"page", "start_line", "end_line", "link"}  # tested below and in tes
 
 
 def chunks(body: object, *, limit: int = 4_000, knowledge_id: str | None = None) -> list[Chunk]:
-    return normalize.chunks(body, chunk_max_chars=limit, knowledge_id=knowledge_id)
+    return [hit.chunk for hit in normalize.hits(body, chunk_max_chars=limit, base=knowledge_id)]
 
 
 def fields(chunk: Chunk) -> dict[str, Any]:
@@ -304,10 +304,19 @@ def test_the_page_counts_from_one_whatever_the_loader(metadata: dict[str, Any], 
     assert chunk.metadata.get("page_label") == metadata.get("page_label")
 
 
-def test_chunk_sources_keep_the_whole_text_and_the_documents_hash() -> None:
+def test_hits_keep_the_whole_text_and_the_documents_hash() -> None:
     body = {"documents": [["x" * 50, "short"]], "metadatas": [[{"hash": "ab" * 32}, None]]}
-    assert normalize.chunk_sources(body) == [("x" * 50, "ab" * 32), ("short", None)]
-    assert [c.text for c in chunks(body, limit=10)] == ["x" * 10, "short"]
+    hits = normalize.hits(body, chunk_max_chars=10)
+    assert [(hit.text, hit.document_hash) for hit in hits] == [("x" * 50, "ab" * 32), ("short", None)]
+    assert [hit.chunk.text for hit in hits] == ["x" * 10, "short"]
+
+
+def test_hits_carry_the_base_of_their_document_where_it_is_certain() -> None:
+    body = {"documents": [["a", "b", "c"]], "metadatas": [[{"file_id": "f1"}, {"file_id": "f2"}, None]]}
+    assert [hit.chunk.knowledge_id for hit in normalize.hits(body, chunk_max_chars=10)] == [None, None, None]
+    assert [hit.chunk.knowledge_id for hit in normalize.hits(body, chunk_max_chars=10, base="kb")] == ["kb"] * 3
+    by_file = normalize.hits(body, chunk_max_chars=10, base={"f1": "kb1", "f2": "kb2"})
+    assert [hit.chunk.knowledge_id for hit in by_file] == ["kb1", "kb2", None]
 
 
 def test_metadata_values_are_kept_verbatim() -> None:

@@ -40,7 +40,7 @@ FOLDED_INTO = frozenset("afhijklnstwy")  # ASCII characters some non-ASCII chara
 
 
 async def find_exact(
-    app: App, knowledge_id: str, phrase: str, case_sensitive: bool, max_files: int, max_matches: int
+    app: App, knowledge_id: str, phrase: str, *, case_sensitive: bool, max_files: int, max_matches: int
 ) -> ExactMatches:
     app.check_base(knowledge_id)
     if not phrase.strip():

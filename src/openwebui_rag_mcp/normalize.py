@@ -317,22 +317,23 @@ def _whole(value: object) -> int | None:
     return number if number is not None and abs(number) <= PAGE_MAX else None
 
 
-def chunk_sources(body: object) -> list[tuple[str, str | None]]:
-    """The whole text of each retrieval result (`chunks` may cut it) and the SHA-256 of its document's text where
-    the chunk carries it, in the order of `chunks`."""
-    return [
-        (text if isinstance(text, str) else "", _str(_optional_mapping(metadata).get("hash")))
-        for text, metadata, _, _ in _rows(body)
-    ]
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search hit: the chunk the agent sees, and what its citation needs, the fragment's whole text (the chunk's
+    may be cut) and the SHA-256 of its document's text where Open WebUI keeps it with the chunk."""
+
+    chunk: Chunk
+    text: str
+    document_hash: str | None
 
 
-def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = None) -> list[Chunk]:
-    """Retrieval results as chunks, in Open WebUI's order, text cut to `chunk_max_chars`.
+def hits(body: object, *, chunk_max_chars: int, base: str | Mapping[str, str] | None = None) -> list[Hit]:
+    """Retrieval results as hits, in Open WebUI's order, the chunks' text cut to `chunk_max_chars`.
 
-    `knowledge_id` is set on every chunk only when the caller searched exactly one base, the one case where the
-    base a chunk came from is certain.
+    `base` is each chunk's knowledge_id where it is certain: the one base searched, or the base of each file_id
+    when the search went through the documents' own collections.
     """
-    results: list[Chunk] = []
+    results: list[Hit] = []
     for text, raw_metadata, distance, chunk_id in _rows(body):
         if text is None:
             text = ""
@@ -341,24 +342,24 @@ def chunks(body: object, *, chunk_max_chars: int, knowledge_id: str | None = Non
         metadata = _optional_mapping(raw_metadata)
         uploaded = _upload_metadata(metadata)
         shown, truncated = cut(text, chunk_max_chars)
-        results.append(
-            Chunk(
-                text=shown,
-                truncated=truncated,
-                chunk_id=str(chunk_id) if isinstance(chunk_id, str | int) and not isinstance(chunk_id, bool) else None,
-                file_id=_str(metadata.get("file_id")),
-                knowledge_id=knowledge_id,
-                title=_str(metadata.get("title")) or _str(uploaded.get("title")) or _str(metadata.get("name")),
-                source=_str(metadata.get("source")) or _str(uploaded.get("source")),
-                metadata={k: v for k, v in metadata.items() if k not in _NOISE_KEYS and k not in _PROMOTED_KEYS},
-                score=_number(metadata.get("score")),
-                distance=_number(distance),
-                page=page_of(metadata),
-                start_line=None,
-                end_line=None,
-                link=None,
-            )
+        file_id = _str(metadata.get("file_id"))
+        chunk = Chunk(
+            text=shown,
+            truncated=truncated,
+            chunk_id=str(chunk_id) if isinstance(chunk_id, str | int) and not isinstance(chunk_id, bool) else None,
+            file_id=file_id,
+            knowledge_id=base if isinstance(base, str) or base is None else base.get(file_id or ""),
+            title=_str(metadata.get("title")) or _str(uploaded.get("title")) or _str(metadata.get("name")),
+            source=_str(metadata.get("source")) or _str(uploaded.get("source")),
+            metadata={k: v for k, v in metadata.items() if k not in _NOISE_KEYS and k not in _PROMOTED_KEYS},
+            score=_number(metadata.get("score")),
+            distance=_number(distance),
+            page=page_of(metadata),
+            start_line=None,
+            end_line=None,
+            link=None,
         )
+        results.append(Hit(chunk, text, _str(metadata.get("hash"))))
     return results
 
 

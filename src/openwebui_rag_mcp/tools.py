@@ -161,7 +161,7 @@ async def _matching_bases(app: App, query: str | None) -> list[KnowledgeBase]:
 
 
 async def list_knowledge(
-    app: App, query: str | None = None, limit: int | None = None, cursor: str | None = None
+    app: App, *, query: str | None = None, limit: int | None = None, cursor: str | None = None
 ) -> KnowledgeList:
     size = check_range(limit, "limit", 1, LIST_LIMIT_MAX) if limit is not None else LIST_LIMIT
     offset, text, seen_total = _position(_LIST_SCOPE, cursor, _list_query(query))
@@ -188,6 +188,7 @@ async def all_files(app: App, knowledge_id: str) -> list[FileItem]:
 async def list_files(
     app: App,
     knowledge_id: str,
+    *,
     query: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
@@ -253,9 +254,10 @@ async def list_files(
 async def search(
     app: App,
     query: str,
-    knowledge_ids: list[str] | None,
-    top_k: int | None,
-    k_reranker: int | None,
+    *,
+    knowledge_ids: list[str] | None = None,
+    top_k: int | None = None,
+    k_reranker: int | None = None,
     file_ids: list[str] | None = None,
     folder: str | None = None,
     where: Mapping[str, Any] | None = None,
@@ -298,7 +300,7 @@ async def search(
         return SearchResult(query=text, knowledge_ids=[], results=[], count=0)
     body = await _query(app, bases, text, k, controls)
     only_base = bases[0] if len(bases) == 1 else None
-    results = await _cited(app, body, k, min_score, controls, knowledge_id=only_base)
+    results = await _cited(app, body, k, min_score, controls, base=only_base)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
@@ -315,7 +317,8 @@ async def _cited(
     k: int,
     min_score: float | None,
     controls: hybrid.Controls,
-    knowledge_id: str | None = None,
+    *,
+    base: str | Mapping[str, str] | None = None,
     checked: Mapping[str, object] | None = None,
 ) -> list[Chunk]:
     """The first `k` hits of a retrieval answer at or above `min_score`, each with its citation (page, lines, link),
@@ -324,15 +327,16 @@ async def _cited(
 
     The threshold is applied here, on the relevance Open WebUI answers with (`distance`), in every retrieval mode and
     release: its own `r` works only in hybrid search and hides the best score a caller needs to hear about."""
-    results = normalize.chunks(body, chunk_max_chars=app.settings.chunk_max_chars, knowledge_id=knowledge_id)[:k]
+    hits = normalize.hits(body, chunk_max_chars=app.settings.chunk_max_chars, base=base)[:k]
     if controls.given:
-        hybrid.confirm(controls, results, await app.client.release())
-    sources = normalize.chunk_sources(body)[:k]
-    if min_score is not None and results:
-        kept = [i for i, chunk in enumerate(results) if chunk.distance is not None and chunk.distance >= min_score]
+        hybrid.confirm(controls, [hit.chunk for hit in hits], await app.client.release())
+    if min_score is not None and hits:
+        kept = [hit for hit in hits if hit.chunk.distance is not None and hit.chunk.distance >= min_score]
         if not kept:
-            raise _nothing_above(min_score, results)
-        results, sources = [results[i] for i in kept], [sources[i] for i in kept]
+            raise _nothing_above(min_score, [hit.chunk for hit in hits])
+        hits = kept
+    results = [hit.chunk for hit in hits]
+    sources = [(hit.text, hit.document_hash) for hit in hits]
 
     async def read_file(file_id: str) -> object:
         return checked[file_id] if checked and file_id in checked else await app.client.file(file_id)
@@ -444,10 +448,7 @@ async def _search_narrowed(
             f"{', '.join(bases) or 'the named bases'}, so nothing was searched; {see}",
         )
     body = await _query(app, [f"file-{file_id}" for file_id in base_of], text, k, controls)
-    results = [
-        chunk.model_copy(update={"knowledge_id": base_of.get(chunk.file_id or "")})
-        for chunk in await _cited(app, body, k, min_score, controls)
-    ]
+    results = await _cited(app, body, k, min_score, controls, base=base_of)
     return SearchResult(query=text, knowledge_ids=bases, results=results, count=len(results))
 
 
@@ -528,8 +529,9 @@ LINES_MAX = 2_000
 async def get_file(
     app: App,
     file_id: str,
-    offset: int,
-    max_chars: int | None,
+    *,
+    offset: int = 0,
+    max_chars: int | None = None,
     start_line: int | None = None,
     end_line: int | None = None,
 ) -> FileText:
@@ -614,7 +616,7 @@ async def retrieval_probe(app: App, readable: list[KnowledgeBase]) -> Probe:
         if not query:
             continue
         body = await app.client.query_collection([base.knowledge_id], query, 3)
-        found = normalize.chunks(body, chunk_max_chars=100)
+        found = [hit.chunk for hit in normalize.hits(body, chunk_max_chars=100)]
         if found:
             return Probe(True, f"a search for words of a document in {base.name!r} found fragments" + _mode(app, found))
         searched.append(base.name)

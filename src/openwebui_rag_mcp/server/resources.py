@@ -64,7 +64,7 @@ async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
 async def file_resource(file_id: str, ctx: Ctx) -> str:
     """A document's extracted text, cut to RAG_FILE_MAX_CHARS with the cut said at the end."""
     try:
-        document = await tools.get_file(app_of(ctx), file_id, 0, None)
+        document = await tools.get_file(app_of(ctx), file_id)
     except ToolFailure as failure:
         raise ResourceError(str(failure)) from None
     if document.truncated:

@@ -40,7 +40,7 @@ async def knowledge_list(
     limit: Limit = None,
     cursor: Cursor = None,
 ) -> Annotated[CallToolResult, KnowledgeList]:
-    return await respond(tools.list_knowledge(app_of(ctx), query, limit, cursor))
+    return await respond(tools.list_knowledge(app_of(ctx), query=query, limit=limit, cursor=cursor))
 
 
 Where = Annotated[dict[str, Any] | None, arg("Metadata to match")]
@@ -67,15 +67,15 @@ async def knowledge_files(
         tools.list_files(
             app_of(ctx),
             knowledge_id,
-            query,
-            limit,
-            cursor,
-            page,
-            where,
-            changed_after,
-            changed_before,
-            pending,
-            progress,
+            query=query,
+            limit=limit,
+            cursor=cursor,
+            page=page,
+            where=where,
+            changed_after=changed_after,
+            changed_before=changed_before,
+            pending=pending,
+            progress=progress,
         )
     )
 
@@ -99,15 +99,15 @@ async def knowledge_search(
         tools.search(
             app_of(ctx),
             query,
-            knowledge_ids,
-            top_k,
-            k_reranker,
-            file_ids,
-            folder,
-            where,
-            changed_after,
-            changed_before,
-            min_score,
+            knowledge_ids=knowledge_ids,
+            top_k=top_k,
+            k_reranker=k_reranker,
+            file_ids=file_ids,
+            folder=folder,
+            where=where,
+            changed_after=changed_after,
+            changed_before=changed_before,
+            min_score=min_score,
             hybrid_wanted=hybrid,
             bm25_weight=bm25_weight,
         )
@@ -122,7 +122,11 @@ async def knowledge_get_file(
     start_line: Annotated[int | None, arg("From line N (gives 'N: text')")] = None,
     end_line: Annotated[int | None, arg("to here (default +99)")] = None,
 ) -> Annotated[CallToolResult, FileText]:
-    return await respond(tools.get_file(app_of(ctx), file_id, offset or 0, max_chars, start_line, end_line))
+    return await respond(
+        tools.get_file(
+            app_of(ctx), file_id, offset=offset or 0, max_chars=max_chars, start_line=start_line, end_line=end_line
+        )
+    )
 
 
 async def knowledge_find(
@@ -134,7 +138,14 @@ async def knowledge_find(
     max_matches: Annotated[int, arg("Lines to return", maximum=exact.MATCHES_MAX)] = 50,
 ) -> Annotated[CallToolResult, ExactMatches]:
     return await respond(
-        exact.find_exact(app_of(ctx), knowledge_id, phrase, bool(case_sensitive), max_files, max_matches)
+        exact.find_exact(
+            app_of(ctx),
+            knowledge_id,
+            phrase,
+            case_sensitive=bool(case_sensitive),
+            max_files=max_files,
+            max_matches=max_matches,
+        )
     )
 
 
