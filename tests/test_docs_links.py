@@ -36,6 +36,7 @@ KEPT = (
     "docs/faults.md",
     "clients/README.md",
     "bench/RESULTS.md",
+    "bench/HISTORY.md",
 )
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv"}
 
