@@ -25,6 +25,7 @@ KEPT = (
     "AGENTS.md",
     "TODO.md",
     "CONTRIBUTING.md",
+    "CHANGELOG.md",
     "docs/clients.md",
     "docs/tools.md",
     "docs/configuration.md",

@@ -386,8 +386,8 @@ def _upload_dirs(reading: _Reading, variable: Variable) -> tuple[str, ...]:
     return tuple(dict.fromkeys(dirs))
 
 
-# In the order problems are reported. A new variable gets a row here, in README.md's and README.ru.md's
-# configuration tables and in .env.example; tests/test_config_docs.py checks that they agree.
+# In the order problems are reported. A new variable gets a row here, in docs/configuration.md's table and in
+# .env.example (tests/test_config_docs.py checks that they agree), and in server.json (python -m devtools.server_json).
 VARIABLES: tuple[Variable, ...] = (
     Variable("OPENWEBUI_URL", "url", "base URL of Open WebUI, http(s)://host[:port][/prefix]", _url, note="required"),
     Variable("OPENWEBUI_API_KEY", "api_key", "API key, sk-...", _api_key, note="required"),
