@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
+import tracemalloc
 from typing import Any
 
 import httpx
@@ -13,7 +15,7 @@ import respx
 from mcp import Client
 
 from openwebui_rag_mcp import citations
-from openwebui_rag_mcp.citations import Document, Documents, line_span, link
+from openwebui_rag_mcp.citations import Document, Documents, Words, line_span, link
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import Chunk
 from openwebui_rag_mcp.server import create_server
@@ -102,6 +104,57 @@ def test_a_long_repetitive_document_is_searched_in_linear_time() -> None:
     fragment = table[-3_800:]
     assert line_span(table, fragment) == (60_001 - fragment.count("\n") + 1, 60_001)
     assert line_span(table, "| nan | total |") is None
+
+
+def random_text(rng: random.Random, vocabulary: list[str], lines: int) -> str:
+    return "\n".join(
+        (" " * rng.randint(0, 2)).join(rng.choice(vocabulary) for _ in range(rng.randint(0, 14))) or " \t"
+        for _ in range(lines)
+    )
+
+
+@pytest.mark.parametrize("vocabulary_size", [5, 20_000])  # a text repeating itself, and prose
+def test_the_index_finds_exactly_what_reading_the_text_finds(
+    monkeypatch: pytest.MonkeyPatch, vocabulary_size: int
+) -> None:
+    """A fragment's place through the index is `str.find`'s in the single-spaced words, for needles that start or
+    end inside words, occur many times or not at all; in prose, every needle the index reaches is found without
+    reading the text through."""
+    rng = random.Random(vocabulary_size)
+    alphabet = "abcdefghijklmnopqrstuvwxyzабвгдежзи数据阀门"
+    vocabulary = ["".join(rng.choices(alphabet, k=rng.randint(1, 9))) for _ in range(vocabulary_size)]
+    scans: list[str] = []
+    scan = Words.scan
+
+    def counted(self: Words, needle: str, after: int) -> int:
+        scans.append(needle)
+        return scan(self, needle, after)
+
+    monkeypatch.setattr(Words, "scan", counted)
+    looked_up = 0
+    for _ in range(12):
+        words = Words.of(random_text(rng, vocabulary, rng.randint(1, 600)))
+        joined = words.joined
+        for _ in range(80):
+            start = rng.randrange(len(joined) + 1)
+            needle = joined[start : start + rng.randint(0, 400)]
+            if rng.random() < 0.3 and needle:  # one changed character: mostly found nowhere
+                at = rng.randrange(len(needle))
+                needle = needle[:at] + rng.choice(alphabet) + needle[at + 1 :]
+            after = rng.choice([0, start, max(0, start - 50), start + 1, rng.randrange(len(joined) + 1)])
+            expected = joined.find(needle, after) if needle else -1
+            found = words.find(needle.split(" "), after)
+            assert found == (None if expected < 0 else (expected, expected + len(needle) - 1)), (needle, after)
+            looked_up += words.indexed(needle)
+    assert looked_up > 300
+    if vocabulary_size > 100:
+        assert all(not words.indexed(needle) for needle in scans)
+
+
+def test_the_index_of_a_text_has_an_entry_per_stride_and_is_counted_in_its_cost() -> None:
+    words = Words.of("word " * 100_000)
+    assert len(words.grams) == len(words.at) <= len(words.joined) // citations.STRIDE + 1
+    assert words.cost <= len(words.joined) + citations.LINE_CHARS * (1 + len(words.joined) // citations.STRIDE + 1)
 
 
 # -- through the MCP protocol ----------------------------------------------------------------------------------
@@ -236,6 +289,52 @@ async def test_a_document_kept_in_memory_is_not_split_again(
     assert splits == [GUIDE_TEXT]  # once, for both hits and all three searches
 
 
+async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_without_reading_it_through(
+    router: respx.Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: the steady-state cost of placing a fragment does not grow with the document (one index per text)."""
+    builds: list[int] = []
+    scans: list[str] = []
+    build, scan = Words.of, Words.scan
+
+    def counted_build(text: str) -> Words:
+        builds.append(len(text))
+        return build(text)
+
+    def counted_scan(self: Words, needle: str, after: int) -> int:
+        scans.append(needle)
+        return scan(self, needle, after)
+
+    monkeypatch.setattr(Words, "of", counted_build)
+    monkeypatch.setattr(Words, "scan", counted_scan)
+    rng = random.Random(42)
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(5_000)]
+    prose = random_text(rng, vocabulary, 2_000) + "\n"
+    text = prose * 3  # about 300,000 characters: placed past INLINE_CHARS, where only the index is cheap
+    lines = text.split("\n")
+    wordy = [n for n in range(2_000) if len(lines[n].split()) >= 10]  # long enough for the index
+    one, two, three = wordy[5], wordy[-1], 4_000 + wordy[20]
+    routed(router)
+    upstream(
+        router,
+        [
+            hit(f"{lines[one]}\n{lines[one + 1]}", GUIDE, "g.md", text),
+            hit(lines[two], GUIDE, "g.md", text),
+            hit(f"{lines[three]} {lines[three + 1]}", GUIDE, "g.md", text),  # the third copy's: the first's lines
+        ],
+    )
+    router.get(f"/api/v1/files/{GUIDE}").respond(json=file_body(GUIDE, text, {}, "g.md"))
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        for _ in range(3):
+            result = await client.call_tool("knowledge_search", {"query": "pump", "knowledge_ids": [KB]})
+            assert isinstance(result.structured_content, dict)
+            found = [(c["start_line"], c["end_line"]) for c in result.structured_content["results"]]
+            assert found == [(one + 1, one + 2), (two + 1, two + 1), (three - 3_999, three - 3_998)]
+    assert builds == [len(text)]  # one index, for every hit of every search
+    assert scans == []  # every fragment looked up in it, none found by reading the text through
+
+
 async def test_a_document_that_cannot_be_read_leaves_its_hits_without_lines(router: respx.Router) -> None:
     routed(router)
     upstream(router, [hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT, title="Fruit guide")])
@@ -354,3 +453,51 @@ async def test_a_cancelled_read_leaves_the_search_waiting_on_it_to_read_for_itse
     [cited] = await waiter
     assert (cited.start_line, cited.end_line) == (7, 7)
     assert reads == [GUIDE, GUIDE]  # the leader's, cancelled, and the waiter's own
+
+
+# -- memory: a search holds a few documents at once, whatever the number of hits -------------------------------
+
+LONG_CHARS = 128 * 1024
+
+
+def long_text(file_id: str) -> str:
+    """A document of about LONG_CHARS characters whose line 101 is its own."""
+    lines: list[str] = []
+    size = 0
+    while size < LONG_CHARS:
+        line = f"Valve {len(lines) + 1} of pump {file_id} opens at three bar once the gauge reads zero."
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines) + "\n"
+
+
+async def peak_bytes(hits: int, documents: Documents) -> int:
+    """The most memory `cite` allocates at once for `hits` hits, each in its own long document (read afresh, as the
+    client reads it), all found on their line 101."""
+    file_ids = [f"doc-{n}" for n in range(hits)]
+
+    async def read_file(file_id: str) -> object:
+        await asyncio.sleep(0)
+        return {"id": file_id, "data": {"content": long_text(file_id)}, "meta": {}}
+
+    results = [chunk(f"Valve 101 of pump {file_id} opens", file_id) for file_id in file_ids]
+    sources = [(results[n].text, sha(long_text(file_id))) for n, file_id in enumerate(file_ids)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cited = await citations.cite(read_file, BASE_URL, results, sources, documents, "caller-1")
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert [(c.start_line, c.end_line) for c in cited] == [(101, 101)] * hits
+    return peak
+
+
+async def test_a_search_holds_a_bounded_number_of_documents_whatever_the_number_of_hits() -> None:
+    """Issue 41, item 6: each hit's document is placed as it arrives and its text dropped, so a search's memory is a
+    few documents' worth (those read at once), plus what the memory of documents keeps within its own budget."""
+    documents = Documents(max_chars=2 * LONG_CHARS)
+    many = await peak_bytes(48, documents)
+    # The texts are ASCII (a byte a character); a document in hand takes a few times its text (its words, lines).
+    assert many < 8 * (citations.READERS + 1) * LONG_CHARS + 4 * documents.max_chars
+    assert documents.chars <= documents.max_chars

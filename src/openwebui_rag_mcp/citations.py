@@ -5,9 +5,11 @@ link that opens the document in Open WebUI, and the title and source given at up
 Open WebUI's chunk metadata holds no usable position (`start_index` counts from the start of a section, and in a
 base's collection it is usually 0) and, from 0.11, its own `source` (the filename) replaces the one given at upload.
 So the documents of the hits are read with the caller's credential, one request each, a few at a time, and each
-fragment is found in its text; a document is read again only when its text changed, and split into words again only
-then (`Documents` keeps it split). A document that cannot be read leaves its hits as they were, with no lines: a
-citation never fails a search. (The page is read from the chunk's own metadata, in `normalize.page_of`.)
+fragment is found in its text, each document placed as it arrives and its text dropped (a search holds a few at
+once); a document is read again only when its text changed, and split and indexed again only then (`Documents` keeps
+it so, and a later fragment is looked up in its index). A document that cannot be read leaves its hits as they
+were, with no lines: a citation never fails a search. (The page is read from the chunk's own metadata, in
+`normalize.page_of`.)
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import asyncio
 import hashlib
 import logging
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -35,10 +37,25 @@ LABEL_MAX_CHARS = 1_000  # of a title or a source kept for a citation
 ENTRY_CHARS = 512  # an entry's key and bookkeeping, counted as characters
 # Characters of document text kept for citations, over all callers (about 64 MB at most).
 CACHE_MAX_CHARS = 16 * 1024 * 1024
-LINE_CHARS = 4  # what a line's two numbers in `Words` take, counted as characters (16 bytes, 4 bytes a character)
-# Fragments of documents already split, up to this many characters of words in all, are placed on the event loop:
-# a few `str.find` over them (well under a millisecond) cost less CPU than handing them to a worker thread and back.
+# What a line's two numbers in `Words` take, or an entry of its index, counted as characters (16 bytes, 4 a character)
+LINE_CHARS = 4
+# The index of a text: a gram of GRAM characters every STRIDE, so a needle of REACH characters or more holds, for each
+# occurrence, one gram that is indexed there; an entry (16 bytes) per 32 characters of text.
+STRIDE = 32
+GRAM = 16
+REACH = STRIDE + GRAM - 1
+# A lookup takes the rarest of a needle's grams, looking at up to GRAMS_TRIED of them per alignment until one is in at
+# most RARE places; it checks up to CANDIDATES_MAX places in all before it reads the text through instead.
+RARE = 4
+GRAMS_TRIED = 8
+CANDIDATES_MAX = 256
+# A document kept split, up to this many characters of words, is placed on the event loop even where a fragment is
+# too short for its index: a few `str.find` over it (well under a millisecond) cost less than a worker thread's hop.
 INLINE_CHARS = 256 * 1024
+# A document just read, up to this many characters, is split and placed on the event loop (a fraction of a millisecond);
+# a longer one in a worker thread, so that other calls go on.
+SPLIT_INLINE_CHARS = 16 * 1024
+HASH_SLICE_CHARS = 1024 * 1024  # of a text encoded at a time to hash it
 # Words a fragment is found by when it is not found whole (Open WebUI re-splits and re-joins some texts): the first
 # ones give the first line, the last ones the last.
 EDGE_WORDS = 12
@@ -46,13 +63,16 @@ EDGE_WORDS = 12
 
 @dataclass(frozen=True, slots=True)
 class Words:
-    """A text's words, single-spaced, line after line: a fragment is found with `str.find` (linear, whatever the
-    text) however its whitespace differs, as chunk texts differ from their document in spaces and line breaks only.
-    Built line by line (not word by word: a table of short cells has a million words)."""
+    """A text's words, single-spaced, line after line: a fragment is found in them however its whitespace differs,
+    as chunk texts differ from their document in spaces and line breaks only. Built line by line (not word by word: a
+    table of short cells has a million words), once per text, with an index that finds a fragment without reading
+    the whole text: the hash of every `GRAM` characters starting at a multiple of `STRIDE`, sorted."""
 
     joined: str  # the words of every line that has any, one space between words and between lines
     starts: array[int]  # where each of those lines starts in `joined`
     numbers: array[int]  # and its number in the text, from 1, lines ending at "\n" as knowledge_get_file counts them
+    grams: array[int]  # the hashes of joined[p:p + GRAM] for p = 0, STRIDE, 2 * STRIDE, ..., sorted
+    at: array[int]  # the p of each, in the same order (ascending among equal hashes)
 
     @classmethod
     def of(cls, text: str) -> Words:
@@ -68,22 +88,71 @@ class Words:
                 starts.append(offset)
                 numbers.append(number)
                 offset += len(squeezed) + 1
-        return cls(" ".join(parts), starts, numbers)
+        joined = " ".join(parts)
+        del parts
+        hashes = array("q", (hash(joined[p : p + GRAM]) for p in range(0, len(joined) - GRAM + 1, STRIDE)))
+        order = sorted(range(len(hashes)), key=hashes.__getitem__)  # stable: positions ascend among equal hashes
+        grams = array("q", map(hashes.__getitem__, order))
+        return cls(joined, starts, numbers, grams, array("q", (n * STRIDE for n in order)))
 
     @property
     def cost(self) -> int:
-        """What it takes in memory, in characters: the words and the numbers of their lines."""
-        return len(self.joined) + LINE_CHARS * len(self.starts)
+        """What it takes in memory, in characters: the words, the numbers of their lines and the index."""
+        return len(self.joined) + LINE_CHARS * (len(self.starts) + len(self.grams))
 
     def line_at(self, position: int) -> int:
         return self.numbers[bisect_right(self.starts, position) - 1]
 
+    def indexed(self, needle: str) -> bool:
+        """Whether `needle` is looked up in the index (else the text is read through)."""
+        return len(needle) >= REACH
+
     def find(self, words: Sequence[str], after: int = 0) -> tuple[int, int] | None:
-        """Where `words` occur in `joined`, from `after` on, as (first, last) character; the first and last of them
-        may be parts of words (a splitter by tokens cuts inside words)."""
+        """Where `words` first occur in `joined`, from `after` on, as (first, last) character; the first and last of
+        them may be parts of words (a splitter by tokens cuts inside words). Exactly `joined.find`'s answer."""
         needle = " ".join(words)
-        position = self.joined.find(needle, after) if needle else -1
+        if not needle:
+            return None
+        position = self._lookup(needle, after) if self.indexed(needle) else None
+        if position is None:
+            position = self.scan(needle, after)
         return None if position < 0 else (position, position + len(needle) - 1)
+
+    def scan(self, needle: str, after: int) -> int:
+        """`needle`'s first position from `after` on, reading the text through (linear in it)."""
+        return self.joined.find(needle, after)
+
+    def _lookup(self, needle: str, after: int) -> int | None:
+        """`needle`'s first position from `after` on (-1: none) through the index, or None when the index cannot
+        say cheaply (a text repeating itself).
+
+        An occurrence at s is aligned with the index at exactly one `o` below STRIDE (s + o is a multiple of it), and
+        there every gram of the needle from `o` on, STRIDE apart, is indexed: so the occurrences aligned at `o` are
+        among the places of the rarest of those grams, each checked against the text."""
+        grams, at = self.grams, self.at
+        best = -1
+        checked = 0
+        for o in range(STRIDE):
+            low, high, shift = 0, len(grams) + 1, o
+            for tried, start in enumerate(range(o, len(needle) - GRAM + 1, STRIDE)):
+                gram = hash(needle[start : start + GRAM])
+                first = bisect_left(grams, gram)
+                last = bisect_right(grams, gram, first)
+                if last - first < high - low:
+                    low, high, shift = first, last, start
+                if high - low <= RARE or tried + 1 == GRAMS_TRIED:
+                    break
+            for i in range(bisect_left(at, after + shift, low, high), high):
+                start = at[i] - shift
+                if best >= 0 and start >= best:
+                    break
+                checked += 1
+                if checked > CANDIDATES_MAX:
+                    return None
+                if self.joined.startswith(needle, start):
+                    best = start
+                    break
+        return best
 
 
 def place(document: Words, fragment: str) -> tuple[int, int] | None:
@@ -129,8 +198,8 @@ class Document:
         return cls(text, title[:LABEL_MAX_CHARS] if title else None, source[:LABEL_MAX_CHARS] if source else None)
 
     def split(self) -> Split:
-        """The document as citations use it and `Documents` keeps it: its words (linear in the text, so called in a
-        worker thread for a document just read), the title and the source."""
+        """The document as citations use it and `Documents` keeps it: its words and their index (linear in the text,
+        so called in a worker thread for a long document), the title and the source."""
         return Split(Words.of(self.text), self.title, self.source)
 
 
@@ -147,10 +216,20 @@ class Split:
         """What it takes in memory, in characters: its words and a bound for the rest of an entry."""
         return self.words.cost + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
 
+    def place(self, fragments: Sequence[str]) -> list[tuple[int, int] | None]:
+        return [place(self.words, fragment) for fragment in fragments]
 
-# A read under way: what its waiters get (the document, or None if it could not be read, and whether its hash was the
-# one expected), or None when the read was cancelled and each waiter must read for itself.
-_Reading = asyncio.Future[tuple[Document | None, bool] | None]
+    def cheap(self, fragments: Sequence[str]) -> bool:
+        """Whether placing `fragments` is cheap enough for the event loop: each is looked up in the index, or the
+        text is short."""
+        return len(self.words.joined) <= INLINE_CHARS or all(
+            self.words.indexed(" ".join(fragment.split())) for fragment in fragments
+        )
+
+
+# A read under way: what its waiters get (the document split, or None in it when it could not be read), or None when
+# the read was cancelled and each waiter must read for itself.
+_Reading = asyncio.Future[tuple[Split | None] | None]
 
 
 class Documents:
@@ -167,6 +246,11 @@ class Documents:
         # Reads under way, so that searches of one caller at the same moment (agents asking alike) read a document
         # once.
         self._reading: dict[tuple[str, str, str], _Reading] = {}
+
+    @property
+    def chars(self) -> int:
+        """What the documents kept take, in characters (`Split.cost`)."""
+        return self._chars
 
     def reading(self, key: tuple[str, str, str]) -> _Reading | None:
         return self._reading.get(key)
@@ -199,7 +283,22 @@ class Documents:
 
 
 def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """The SHA-256 of a text's UTF-8, a slice at a time (no second copy of a long text)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(text), HASH_SLICE_CHARS):
+        digest.update(text[start : start + HASH_SLICE_CHARS].encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _in_hand(
+    body: object, expected_hash: str | None, fragments: Sequence[str]
+) -> tuple[Split, bool, list[tuple[int, int] | None]]:
+    """A document just read: split and indexed, whether its text has the hash its chunks carry, and where each of
+    `fragments` is in it. Linear in the text."""
+    document = Document.of(body)
+    matches = expected_hash is not None and _sha256(document.text) == expected_hash
+    split = document.split()
+    return split, matches, split.place(fragments)
 
 
 async def cite(
@@ -211,68 +310,78 @@ async def cite(
     caller: str,
 ) -> list[Chunk]:
     """`results` with page, lines, link and the title and source given at upload. `sources` are each fragment's
-    whole text (`results` may hold it cut) and its document's hash; `read_file` is the client's `file`."""
-    read: dict[str, Document | Split | None] = {}
-    verified: dict[str, str] = {}  # file_id: the hash its text was found to have, so it is kept once split
+    whole text (`results` may hold it cut) and its document's hash; `read_file` is the client's `file`.
+
+    Each document is placed as it arrives and its text dropped (only `documents` keeps one, within its budget), and
+    at most `READERS` are read and placed at once: a search holds a few documents whatever the number of its hits."""
+    hits: dict[str, list[int]] = {}
+    for n, chunk in enumerate(results):
+        if chunk.file_id:
+            hits.setdefault(chunk.file_id, []).append(n)
+    spans: list[tuple[int, int] | None] = [None] * len(results)
+    labels: dict[str, tuple[str | None, str | None]] = {}
     gate = asyncio.Semaphore(READERS)
 
-    async def fetch(file_id: str, expected_hash: str | None) -> None:
+    def placed(file_id: str, split: Split, found: Sequence[tuple[int, int] | None]) -> None:
+        for n, span in zip(hits[file_id], found, strict=True):
+            spans[n] = span
+        labels[file_id] = (split.title, split.source)
+
+    async def place_split(file_id: str, split: Split) -> None:
+        fragments = [sources[n][0] for n in hits[file_id]]
+        if split.cheap(fragments):
+            placed(file_id, split, split.place(fragments))
+        else:
+            placed(file_id, split, await anyio.to_thread.run_sync(split.place, fragments))
+
+    async def cite_document(file_id: str) -> None:
+        expected_hash = sources[hits[file_id][0]][1]
         key = (caller, file_id, expected_hash) if expected_hash else None
+        kept = documents.get(key) if key else None
+        if kept is not None:
+            await place_split(file_id, kept)
+            return
         under_way = documents.reading(key) if key else None
-        if under_way is not None and expected_hash:
+        if under_way is not None:
             shared = await asyncio.shield(under_way)
             if shared is not None:
-                read[file_id], matches = shared
-                if matches:
-                    verified[file_id] = expected_hash
+                if shared[0] is not None:
+                    await place_split(file_id, shared[0])
                 return
         mine = documents.begin(key) if key else None
         try:
-            async with gate:
+            async with gate:  # until the document is placed, so that only READERS texts are held at once
                 try:
-                    found = Document.of(await read_file(file_id))
+                    body = await read_file(file_id)
                 except ToolFailure as failure:
                     log.debug("search: no citation for file %s (%s)", file_id, failure.code)
-                    read[file_id] = None
                     if mine is not None:
-                        mine.set_result((None, False))
+                        mine.set_result((None,))
                     return
-            read[file_id] = found
-            matches = bool(expected_hash) and _sha256(found.text) == expected_hash
-            if matches and expected_hash:
-                verified[file_id] = expected_hash
+                fragments = [sources[n][0] for n in hits[file_id]]
+                if normalize.text_chars(body) <= SPLIT_INLINE_CHARS:
+                    split, matches, found = _in_hand(body, expected_hash, fragments)
+                else:
+                    split, matches, found = await anyio.to_thread.run_sync(_in_hand, body, expected_hash, fragments)
+                del body
+            placed(file_id, split, found)
+            if matches and key is not None:
+                documents.put(key, split)
             if mine is not None:
-                mine.set_result((found, matches))
+                mine.set_result((split,))
         finally:
             if key is not None and mine is not None:
                 documents.end(key, mine)
 
-    hashes: dict[str, str | None] = {}
-    for chunk, (_, text_hash) in zip(results, sources, strict=True):
-        if chunk.file_id:
-            hashes.setdefault(chunk.file_id, text_hash)
-    for file_id, text_hash in hashes.items():
-        cached = documents.get((caller, file_id, text_hash)) if text_hash else None
-        if cached is not None:
-            read[file_id] = cached
-    await asyncio.gather(*(fetch(file_id, text_hash) for file_id, text_hash in hashes.items() if file_id not in read))
-    # Splitting a document reads it word by word: in a worker thread, so the event loop goes on. Documents split
-    # before are only searched, here unless they are long.
-    if _split_and_short(read.values()):
-        spans, split = _place_all(results, sources, read)
-    else:
-        spans, split = await anyio.to_thread.run_sync(_place_all, results, sources, read)
-    for file_id, text_hash in verified.items():
-        if file_id in split:
-            documents.put((caller, file_id, text_hash), split[file_id])
+    await asyncio.gather(*(cite_document(file_id) for file_id in hits))
     cited: list[Chunk] = []
     for chunk, span in zip(results, spans, strict=True):
-        found = read.get(chunk.file_id) if chunk.file_id else None
+        title, source = labels.get(chunk.file_id, (None, None)) if chunk.file_id else (None, None)
         cited.append(
             chunk.model_copy(
                 update={
-                    "title": (found.title if found else None) or chunk.title,
-                    "source": (found.source if found else None) or chunk.source,
+                    "title": title or chunk.title,
+                    "source": source or chunk.source,
                     "start_line": span[0] if span else None,
                     "end_line": span[1] if span else None,
                     "link": link(base_url, chunk.file_id, chunk.page) if chunk.file_id else None,
@@ -280,31 +389,3 @@ async def cite(
             )
         )
     return cited
-
-
-def _split_and_short(documents: Iterable[Document | Split | None]) -> bool:
-    """Every document is split already, and all of them together are short enough to search on the event loop."""
-    total = 0
-    for document in documents:
-        if isinstance(document, Document):
-            return False
-        total += len(document.words.joined) if document is not None else 0
-    return total <= INLINE_CHARS
-
-
-def _place_all(
-    results: Sequence[Chunk], sources: Sequence[tuple[str, str | None]], read: Mapping[str, Document | Split | None]
-) -> tuple[list[tuple[int, int] | None], dict[str, Split]]:
-    """The lines of each hit in its document (None where the document is not known), and each document of a hit
-    split into words (once, unless it was already)."""
-    split: dict[str, Split] = {}
-    spans: list[tuple[int, int] | None] = []
-    for chunk, (text, _) in zip(results, sources, strict=True):
-        found = read.get(chunk.file_id) if chunk.file_id else None
-        if found is None or chunk.file_id is None:
-            spans.append(None)
-            continue
-        if chunk.file_id not in split:
-            split[chunk.file_id] = found.split() if isinstance(found, Document) else found
-        spans.append(place(split[chunk.file_id].words, text))
-    return spans, split
