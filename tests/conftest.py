@@ -6,6 +6,7 @@ client or the server factory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ import httpx
 import pytest
 import respx
 
-from openwebui_rag_mcp.config import Settings, load_settings
+from openwebui_rag_mcp.config import Settings, Timings, load_settings
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 BASE_URL = "http://owui.test"
@@ -27,9 +28,14 @@ def fixture_json(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
 
+# The write path's looks at Open WebUI every 10 to 20 ms (0.2 to 2 s in a real process): mocks answer at once.
+FAST = Timings(poll_first=0.01, poll_max=0.02)
+
+
 def make_settings(url: str = BASE_URL, **extra: str) -> Settings:
-    """Settings as the server would load them from an environment with these variables."""
-    return load_settings({"OPENWEBUI_URL": url, "OPENWEBUI_API_KEY": API_KEY, **extra})
+    """Settings as the server would load them from an environment with these variables (and `FAST`)."""
+    settings = load_settings({"OPENWEBUI_URL": url, "OPENWEBUI_API_KEY": API_KEY, **extra})
+    return dataclasses.replace(settings, timings=FAST)
 
 
 def new_router(base_url: str = BASE_URL) -> respx.Router:

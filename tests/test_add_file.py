@@ -28,12 +28,6 @@ pytestmark = pytest.mark.anyio
 SECRET_CONTENT = "quarterly figures: 4711"
 
 
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
-
-
 @pytest.fixture
 def upstream() -> Upstream:
     return Upstream(new_router())

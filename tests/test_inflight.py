@@ -561,12 +561,6 @@ def upstream() -> Upstream:
     return Upstream(new_router())
 
 
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
-
-
 def server_journal() -> tuple[Inflight, str]:
     """The journal the server keeps (under the test's own XDG_STATE_HOME) and the test key's name in it."""
     settings = make_settings()

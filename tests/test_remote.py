@@ -11,12 +11,13 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from openwebui_rag_mcp import remote, writes
+from openwebui_rag_mcp import remote
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.models import FileAdded
+from openwebui_rag_mcp.steps import no_progress
 from tests.conftest import make_settings, mock_transport, new_router
 from tests.test_writes import DUPLICATE, FILE, KB, NO_PERMISSION, OTHER, Upstream, answer, full_file, upload_metadata
 
@@ -62,7 +63,7 @@ def existing(file_id: str = CHAT_FILE) -> FileSource:
 
 async def add(upstream: Upstream, source: FileSource, title: str | None = None, **env: str) -> FileAdded:
     async with app_for(upstream, **env) as app:
-        return await remote.add_file(app, KB, source, title, None, writes._no_progress)
+        return await remote.add_file(app, KB, source, title, None, no_progress)
 
 
 async def refused(upstream: Upstream, source: FileSource, title: str | None = None, **env: str) -> ToolFailure:

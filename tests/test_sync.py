@@ -24,15 +24,18 @@ import respx
 
 from openwebui_rag_mcp import inflight as inflight_module
 from openwebui_rag_mcp import sync as sync_module
-from openwebui_rag_mcp import writes
+from openwebui_rag_mcp import upload as upload_module
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.models import FileItem
 from openwebui_rag_mcp.sync import OK, SOME_FAILED, SYNCED_BY, key_of, plan, remote_files, scan, synced_name
+from openwebui_rag_mcp.upload import Upload, upload_to_base
 from tests.conftest import BASE_URL, make_settings, mock_transport
 
 pytestmark = pytest.mark.anyio
 
 KB = "c0ffee00-1111-4222-8333-444455556666"
+SYNC_POLLS = Timings(poll_first=0.001)  # the first look at an upload at once; then as a real run looks
 
 
 def item(file_id: str, filename: str) -> FileItem:
@@ -97,6 +100,7 @@ class Base:
     folder), or 0.8.12, which has no folders (files named after their path and content)."""
 
     def __init__(self, version: str) -> None:
+        self.timings = SYNC_POLLS  # what the runs served from it look at Open WebUI with
         self.mirrored = version in ("0.12.4", "0.10.2", "0.9.6")
         self.paths_listed = version == "0.12.4"
         # uploads name the base and Open WebUI links them (0.9.6+)
@@ -373,10 +377,10 @@ def served(mocked: Base, monkeypatch: pytest.MonkeyPatch) -> Base:
     original = server.running_app
 
     def running_app(settings: Any, **kwargs: Any) -> Any:
-        return original(settings, **kwargs | {"transport": mock_transport(mocked.router)})
+        timed = replace(settings, timings=mocked.timings)
+        return original(timed, **kwargs | {"transport": mock_transport(mocked.router)})
 
     monkeypatch.setattr(server, "running_app", running_app)
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.001)
     return mocked
 
 
@@ -487,11 +491,11 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     source = sync_module.folder_source(tmp_path, None, create=False).id or ""
     mark = {"synced_by": SYNCED_BY, "sync_source": source}
     name, metadata = ("a.md", mark) if base.mirrored else (synced_name(local[0], source), {})
-    upload = writes.Upload(name, b"# two", "text/markdown", metadata)
+    upload = Upload(name, b"# two", "text/markdown", metadata)
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     assert len(base.members) == 2
     code, _ = await run(tmp_path)
     assert code == OK
@@ -604,9 +608,10 @@ def mirror(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> B
     monkeypatch.setattr(
         server,
         "running_app",
-        lambda settings, **kwargs: original(settings, **kwargs | {"transport": mock_transport(mocked.router)}),
+        lambda settings, **kwargs: original(
+            replace(settings, timings=mocked.timings), **kwargs | {"transport": mock_transport(mocked.router)}
+        ),
     )
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.001)
     return mocked
 
 
@@ -650,10 +655,10 @@ async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Ba
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload("a.md", b"# someone else's", "text/markdown", {"title": "a.md"})
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
-        other = writes.Upload("other.md", b"# also someone else's", "text/markdown", {})
-        await writes.upload_to_base(app, KB, other, sync_module._quiet, text=None, tool="test")
+        upload = Upload("a.md", b"# someone else's", "text/markdown", {"title": "a.md"})
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        other = Upload("other.md", b"# also someone else's", "text/markdown", {})
+        await upload_to_base(app, KB, other, sync_module._quiet, text=None, tool="test")
     theirs = set(mirror.members)
     code, _ = await run(tmp_path, delete=True)
     assert code == OK
@@ -672,8 +677,8 @@ async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base,
 
     async with running_app(make_settings()) as app:
         mark = {sync_module.SOURCE_KEY: "handbook1"}
-        upload = writes.Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", mark)
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        upload = Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", mark)
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     code, lines = await run(tmp_path)
     assert code == OK
     assert "goes on naming them that way" in lines[0]
@@ -699,8 +704,8 @@ async def test_the_same_file_put_there_by_someone_else_is_held_not_uploaded_agai
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload("a.md", b"# A", "text/markdown", {})
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        upload = Upload("a.md", b"# A", "text/markdown", {})
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     theirs, uploads = set(mirror.members), mirror.count
     code, lines = await run(tmp_path, delete=True)
     assert (code, mirror.count, set(mirror.members)) == (OK, uploads, theirs)
@@ -1130,8 +1135,8 @@ async def test_an_attach_open_webui_never_saw_is_sent_again_not_named_failed(
     not listing it). The write removes its upload and says the attach may still come; `sync` sends the file once
     more, and it is added."""
     mocked = served(Base(version), monkeypatch)
+    mocked.timings = replace(SYNC_POLLS, poll_max=0.01)
     monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.01)
     (tmp_path / "calm.md").write_text("# calm")
     (tmp_path / "flaky.md").write_text("# flaky")
     broke: list[str] = []
@@ -1207,7 +1212,7 @@ async def test_before_0_6_42_a_new_version_is_read_back_at_once_and_a_dropped_on
 async def test_before_0_6_42_a_read_back_that_fails_names_every_new_file_and_deletes_none(
     legacy: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(writes, "_CONFIRM_PAUSE", 0.0)
+    legacy.timings = replace(SYNC_POLLS, confirm_pause=0.0)
     for n in range(3):
         (tmp_path / f"{n}.md").write_text(f"# note {n}")
     attached: list[str] = []
@@ -1338,7 +1343,7 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     many uploads are sent at once, and `_QUEUED_PER_UPLOAD` times as many writes are in flight at most (an upload
     that links itself waits for Open WebUI's indexing after its turn), so a bounded number of files' bytes is held."""
     in_flight = most = sending = most_sending = 0
-    upload_to_base = writes.upload_to_base
+    upload_to_base = upload_module.upload_to_base
     upload = OpenWebUIClient.upload
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
@@ -1422,8 +1427,8 @@ async def test_a_document_filed_by_hand_under_an_old_synced_name_is_not_the_comm
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload("report~0123456789ab.md", b"# filed by hand", "text/markdown", {})
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        upload = Upload("report~0123456789ab.md", b"# filed by hand", "text/markdown", {})
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     theirs = set(base.members)
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.md").write_text("# A")
@@ -1453,8 +1458,8 @@ async def test_documents_of_an_earlier_version_without_a_source_are_held_never_r
         for file in scan(tmp_path, 10**6)[0]:
             legacy = f"{file.key}~{file.sha256[:12]}{file.extension}"
             name, metadata = (file.relative, {"synced_by": SYNCED_BY}) if base.mirrored else (legacy, {})
-            upload = writes.Upload(name, file.path.read_bytes(), "text/markdown", metadata)
-            await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+            upload = Upload(name, file.path.read_bytes(), "text/markdown", metadata)
+            await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     earlier, calls = dict(base.members), len(base.router.calls)
     (tmp_path / "gone.md").unlink()
     (tmp_path / "moved.md").rename(tmp_path / "renamed.md")
@@ -1533,8 +1538,8 @@ async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        upload = writes.Upload("report~laptop~0123456789ab.md", b"# filed by hand", "text/markdown", {})
-        await writes.upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        upload = Upload("report~laptop~0123456789ab.md", b"# filed by hand", "text/markdown", {})
+        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
     theirs = set(base.members)
     (tmp_path / "other.md").write_text("# other")
     code, lines = await run(tmp_path, delete=True, source="laptop")
@@ -1620,20 +1625,17 @@ async def test_where_open_webui_links_without_checking_write_access_each_upload_
 async def test_an_upload_open_webui_did_not_link_is_removed_and_named(base: Base, tmp_path: Path) -> None:
     """Open WebUI says "completed" without linking when the key may no longer write to the base: the file goes again
     and the line says so."""
-    writes._LINK_WAIT_SECONDS, saved = 0.01, writes._LINK_WAIT_SECONDS
-    try:
-        original = base._upload
+    base.timings = replace(SYNC_POLLS, link_wait=0.01)
+    original = base._upload
 
-        def unlinked(request: httpx.Request) -> httpx.Response:
-            answer = original(request)
-            base.members.pop(answer.json()["id"], None)
-            return answer
+    def unlinked(request: httpx.Request) -> httpx.Response:
+        answer = original(request)
+        base.members.pop(answer.json()["id"], None)
+        return answer
 
-        base.router.post("/api/v1/files/").mock(side_effect=unlinked)
-        (tmp_path / "a.md").write_text("# A")
-        code, lines = await run(tmp_path)
-    finally:
-        writes._LINK_WAIT_SECONDS = saved
+    base.router.post("/api/v1/files/").mock(side_effect=unlinked)
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
     assert code == SOME_FAILED
     assert any("did not link it" in line and "removed again" in line for line in lines), lines
     assert base.files == {}

@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -21,10 +21,10 @@ import pytest
 import respx
 from mcp import Client
 
-from openwebui_rag_mcp import runtime, writes
+from openwebui_rag_mcp import runtime
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.config import Settings
+from openwebui_rag_mcp.config import Settings, Timings
 from openwebui_rag_mcp.inflight import Inflight
 from openwebui_rag_mcp.locks import Lease, WriteLocks
 from openwebui_rag_mcp.server import create_server
@@ -35,6 +35,7 @@ pytestmark = pytest.mark.anyio
 N = 20
 SEARCHES = 5
 DELAY = 0.005  # each mocked request takes this long, so concurrent sequences really would overlap
+POLLS = Timings(poll_first=DELAY, poll_max=DELAY)
 KBS = [f"0000{i:04d}-aaaa-4bbb-8ccc-dddddddddddd" for i in range(N)]
 FILES = [f"f11e{i:04d}-aaaa-4bbb-8ccc-eeeeeeeeeeee" for i in range(N)]
 STEPS = ["upload", "status", "status", "attach"]  # one knowledge_add's writes and polls, as Open WebUI sees them
@@ -126,12 +127,6 @@ def interleavings(log: list[tuple[int, str]]) -> list[str]:
     return problems
 
 
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", DELAY)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", DELAY)
-
-
 @pytest.fixture
 def upstream() -> Upstream:
     return Upstream(new_router())
@@ -159,7 +154,7 @@ async def add_all(client: Client, done: dict[int, float], results: dict[int, dic
 
 
 async def test_concurrent_attaches_take_turns_uploads_overlap_and_reads_are_not_held(upstream: Upstream) -> None:
-    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    server = create_server(replace(make_settings(), timings=POLLS), transport=mock_transport(upstream.router))
     loop = asyncio.get_running_loop()
     write_done: dict[int, float] = {}
     results: dict[int, dict[str, Any]] = {}
@@ -230,7 +225,7 @@ async def test_overlap_is_detected_without_the_lock(upstream: Upstream, monkeypa
         return App(settings=settings, client=client, locks=_NoLocks(), inflight=inflight)
 
     monkeypatch.setattr(runtime, "App", unlocked_app)
-    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    server = create_server(replace(make_settings(), timings=POLLS), transport=mock_transport(upstream.router))
     results: dict[int, dict[str, Any]] = {}
     async with Client(server, raise_exceptions=True) as client:
         await add_all(client, {}, results)
@@ -252,7 +247,7 @@ async def test_writes_to_different_bases_do_not_wait_for_each_other(upstream: Up
         return httpx.Response(200, json={"status": "completed"})
 
     upstream.router.get(path__regex=r"^/api/v1/files/(?P<file>[^/]+)/process/status$").mock(side_effect=status)
-    server = create_server(make_settings(), transport=mock_transport(upstream.router))
+    server = create_server(replace(make_settings(), timings=POLLS), transport=mock_transport(upstream.router))
     async with Client(server, raise_exceptions=True) as client, anyio.create_task_group() as group:
         group.start_soon(client.call_tool, "knowledge_add", add_args(0, KBS[0]))
         await first_status.wait()

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -22,9 +22,10 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from openwebui_rag_mcp import writes
+from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
-from tests.conftest import assert_no_key, make_settings, mock_transport, new_router
+from tests.conftest import FAST, assert_no_key, make_settings, mock_transport, new_router
 
 pytestmark = pytest.mark.anyio
 
@@ -254,12 +255,6 @@ class Upstream:
         return self._knowledge(request)
 
 
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
-
-
 @pytest.fixture
 def upstream() -> Upstream:
     return Upstream(new_router())
@@ -271,14 +266,17 @@ def upstream_065() -> Upstream:
 
 
 @asynccontextmanager
-async def connect(upstream: Upstream, **env: str) -> AsyncIterator[Client]:
-    server = create_server(make_settings(**env), transport=mock_transport(upstream.router))
+async def connect(upstream: Upstream, *, timings: Timings = FAST, **env: str) -> AsyncIterator[Client]:
+    settings = replace(make_settings(**env), timings=timings)
+    server = create_server(settings, transport=mock_transport(upstream.router))
     async with Client(server, raise_exceptions=True) as client:
         yield client
 
 
-async def call(upstream: Upstream, tool: str, args: dict[str, Any], **env: str) -> CallToolResult:
-    async with connect(upstream, **env) as client:
+async def call(
+    upstream: Upstream, tool: str, args: dict[str, Any], *, timings: Timings = FAST, **env: str
+) -> CallToolResult:
+    async with connect(upstream, timings=timings, **env) as client:
         return await client.call_tool(tool, args)
 
 

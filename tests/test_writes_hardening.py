@@ -6,13 +6,14 @@ a cancel during the upload strands no file (10), an update of a base shared read
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import anyio
 import httpx
 import pytest
 
 from openwebui_rag_mcp import writes
-from tests.conftest import new_router
+from tests.conftest import FAST, new_router
 from tests.test_writes import (
     FILE,
     KB,
@@ -35,12 +36,6 @@ pytestmark = pytest.mark.anyio
 
 CJK_80 = ("北京是中华人民共和国的首都" * 10)[:80]
 RUSSIAN_150 = ("Москва — столица России и крупнейший город страны. " * 3)[:150]
-
-
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
 
 
 @pytest.fixture
@@ -307,11 +302,10 @@ async def test_an_attach_marked_written_but_never_listed_is_removed_before_the_s
     """Open WebUI marked the file written to the base (its attach ran) yet the base does not list it: the attach
     failed after indexing, so the file is removed then, not after OPENWEBUI_TIMEOUT more (120 s here); its text may
     be in the base's index, so the outcome is not certain."""
-    monkeypatch.setattr(writes, "_LINK_WAIT_SECONDS", 0.05)
     order = attach_without_answer(upstream, None, collection=KB)
 
     with anyio.fail_after(60):  # a hang guard: without the mark it would look for 120 s
-        error = error_of(await call(upstream, "knowledge_add", add_args()))
+        error = error_of(await call(upstream, "knowledge_add", add_args(), timings=replace(FAST, link_wait=0.05)))
 
     assert (error.code, error.stage, error.outcome, error.file_id) == ("timeout", "attach", "partial_or_unknown", None)
     assert f"{FILE} was removed again, but" in error.message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -15,12 +16,12 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.server import create_server
-from tests.conftest import make_settings, mock_transport, new_router
+from tests.conftest import FAST, make_settings, mock_transport, new_router
 from tests.test_writes import (
     FILE,
     KB,
@@ -64,14 +65,10 @@ class LosableLocks:
         return None
 
 
-@pytest.fixture(autouse=True)
-def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_POLL_FIRST_DELAY", 0.01)
-    monkeypatch.setattr(writes, "_POLL_MAX_DELAY", 0.02)
-
-
-async def call_with(upstream: Upstream, locks: LosableLocks, tool: str, args: dict[str, Any]) -> CallToolResult:
-    settings = make_settings()
+async def call_with(
+    upstream: Upstream, locks: LosableLocks, tool: str, args: dict[str, Any], timings: Timings = FAST
+) -> CallToolResult:
+    settings = replace(make_settings(), timings=timings)
     client = OpenWebUIClient(settings, transport=mock_transport(upstream.router))
     app = App(settings=settings, client=client, locks=locks)
     try:
@@ -212,7 +209,6 @@ async def test_an_attach_overwritten_by_a_concurrent_change_is_an_error_before_0
 
 
 async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "_CONFIRM_PAUSE", 0.0)
     upstream, locks = Upstream(new_router(), release="0.6.5"), LosableLocks()
     reads = 0
 
@@ -222,7 +218,9 @@ async def test_an_attach_that_cannot_be_confirmed_is_partial_before_0_6_42(monke
         return upstream._knowledge(request) if reads == 1 else httpx.Response(500, text="Internal Server Error")
 
     upstream.base.side_effect = base
-    error = error_of(await call_with(upstream, locks, "knowledge_add", add_args()))
+    error = error_of(
+        await call_with(upstream, locks, "knowledge_add", add_args(), timings=replace(FAST, confirm_pause=0.0))
+    )
     assert (error.code, error.stage, error.outcome, error.file_id) == (
         "upstream_error",
         "attach",

@@ -68,6 +68,18 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Timings:
+    """How often the write path looks at Open WebUI while it waits; no variable sets them (tests shrink them)."""
+
+    poll_first: float = 0.2  # the first look at an upload's processing; then 1.5 times longer each, up to poll_max
+    poll_max: float = 2.0
+    confirm_pause: float = 1.0  # before 0.6.42: the pause before reading a base's list again, times the attempt
+    # How long a file Open WebUI calls "completed" (or marks written to the base) may take to show in its lists.
+    link_wait: float = 10.0
+    list_read_every: float = 5.0  # while an unanswered attach shows no mark: the base's list is the dearer read
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """What the server needs to know, with defaults applied. Build it with `load_settings`.
 
@@ -104,6 +116,7 @@ class Settings:
     upload_dirs: tuple[str, ...] = ()
     upload_max_bytes: int = 10 * 1024 * 1024
     warnings: tuple[str, ...] = ()
+    timings: Timings = Timings()
 
     def tool_enabled(self, name: str) -> bool:
         """Whether OPENWEBUI_DISABLED_TOOLS leaves a tool (or alias) in.

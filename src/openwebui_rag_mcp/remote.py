@@ -18,29 +18,22 @@ import anyio
 
 from openwebui_rag_mcp import normalize, writes
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
+from openwebui_rag_mcp.attach import outlived_attach
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument, unanswered, write_outcome
 from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.models import FileAdded
-from openwebui_rag_mcp.writes import (
-    TEXT_MAX_CHARS,
-    TITLE_MAX_CHARS,
+from openwebui_rag_mcp.steps import (
     Progress,
-    Upload,
-    _check_text,
-    _check_writable,
-    _extracted,
-    _failed,
-    _holder_of,
-    _listed,
-    _outlived_attach,
-    _release,
-    _still_held,
-    _tell,
-    _wait_processed,
-    check_metadata,
-    safe_filename,
-    upload_to_base,
+    check_writable,
+    failed_at,
+    holder_of,
+    listed_in,
+    read_release,
+    still_held,
+    tell,
 )
+from openwebui_rag_mcp.upload import Upload, extracted_text, upload_to_base, wait_processed
+from openwebui_rag_mcp.writes import TEXT_MAX_CHARS, TITLE_MAX_CHARS, check_metadata, check_text, safe_filename
 
 URL_MAX_CHARS = 2_048
 
@@ -67,7 +60,7 @@ async def add_file(
         if source.filename is not None:
             raise invalid_argument("filename goes with content_base64; a page's title is `title`")
         if title is not None:
-            title = _check_text(title, "title", TITLE_MAX_CHARS).strip()
+            title = check_text(title, "title", TITLE_MAX_CHARS).strip()
         return await add_web_page(app, knowledge_id, source.url, title, check_metadata(metadata), progress)
     return await writes.add_file(app, knowledge_id, source, title, metadata, progress)
 
@@ -106,7 +99,7 @@ async def add_web_page(
     progress: Progress,
 ) -> FileAdded:
     url = check_url(url)
-    release = await _release(app, "fetch")
+    release = await read_release(app, "fetch")
     if not release.fetch_without_indexing:
         raise ToolFailure(
             "unsupported",
@@ -117,8 +110,8 @@ async def add_web_page(
             outcome="not_applied",
         )
     # Before the fetch: a key that cannot change the base gets no page fetched for it.
-    await _check_writable(app, knowledge_id, "fetch")
-    await _tell(progress, 0, 4, "fetching")
+    await check_writable(app, knowledge_id, "fetch")
+    await tell(progress, 0, 4, "fetching")
     try:
         text = await app.client.fetch_web(url)
     except ToolFailure as failure:
@@ -167,7 +160,7 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
     under an allowlist, through an allowed base): Open WebUI's file/add does not check on every release who may
     read the file, and attaching would make someone else's upload searchable and readable to this key."""
     await app.check_file(file_id, fresh=True)
-    release = await _release(app, "attach", file_id)
+    release = await read_release(app, "attach", file_id)
     try:
         body = await app.client.file(file_id)
         uploaded = normalize.file_record(body)
@@ -191,19 +184,19 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
         )
 
     async with app.locks.hold(knowledge_id) as lease:
-        await _check_writable(app, knowledge_id, "attach", file_id)
+        await check_writable(app, knowledge_id, "attach", file_id)
         members = await _members(app, knowledge_id, file_id)
         if any(member.file_id == file_id for member in members):
             return attached("completed")
-        await _tell(progress, 2, 4, "processing")
+        await tell(progress, 2, 4, "processing")
         try:
             # A file with no status of its own (older uploads) was processed when it was uploaded; asking for its
             # status would say "pending" forever. A processed file's text is in the answer already read.
             if uploaded.status in (None, "completed"):
-                status, text = "completed", await _extracted(app, file_id, filename, body)
+                status, text = "completed", await extracted_text(app, file_id, filename, body)
             else:
-                status = await _wait_processed(app, release, uploaded, progress)
-                text = await _extracted(app, file_id, filename)
+                status = await wait_processed(app, release, uploaded, progress)
+                text = await extracted_text(app, file_id, filename)
         except ToolFailure as failure:
             raise failure.at("process", file_id=file_id, outcome="not_applied") from None
         # Checked here, not left to Open WebUI: its file/add marks the file itself `failed` when it refuses a
@@ -220,18 +213,18 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
                 outcome="not_applied",
                 existing_file_id=holder,
             )
-        await _tell(progress, 3, 4, "attaching")
-        _still_held(lease, "attach", file_id)
+        await tell(progress, 3, 4, "attaching")
+        still_held(lease, "attach", file_id)
         # Shielded: a cancelled call must not give the base's lock back while Open WebUI may still run the attach.
         with anyio.CancelScope(shield=True):
             try:
                 await app.client.add_file(knowledge_id, file_id)
             except ToolFailure as failure:
                 # Unanswered, the attach may still run: the lock is kept until it shows its end, or for a while
-                if not unanswered(failure) or await _outlived_attach(app, knowledge_id, file_id) != "listed":
+                if not unanswered(failure) or await outlived_attach(app, knowledge_id, file_id) != "listed":
                     raise await _refused_attach(app, knowledge_id, file_id, text, failure) from None
         if not release.attach_is_atomic:
-            listed = await _listed(app, knowledge_id, file_id)
+            listed = await listed_in(app, knowledge_id, file_id)
             if not listed:
                 said = (
                     "a concurrent change dropped it (before 0.6.42 Open WebUI rewrites a base's file list on every "
@@ -248,7 +241,7 @@ async def attach_existing(app: App, knowledge_id: str, file_id: str, progress: P
                     file_id=file_id,
                     outcome="partial_or_unknown",
                 )
-    await _tell(progress, 4, 4, "done")
+    await tell(progress, 4, 4, "done")
     return attached(status)
 
 
@@ -265,7 +258,7 @@ async def _refused_attach(app: App, knowledge_id: str, file_id: str, text: str, 
     """An attach Open WebUI refused or did not answer, said with what is known of the base now. The file is never
     deleted; but a refusal made inside Open WebUI's processing marks it `failed`, which other bases holding it see."""
     if failure.code == "duplicate_content":
-        holder = await _holder_of(app, knowledge_id, text)
+        holder = await holder_of(app, knowledge_id, text)
         where = f" (file_id {holder})" if holder else ""
         failure = replace(
             failure,
@@ -279,8 +272,8 @@ async def _refused_attach(app: App, knowledge_id: str, file_id: str, text: str, 
         )
     if write_outcome(failure) == "not_applied" and failure.http_status not in (400, 500):
         return failure.at("attach", file_id=file_id, outcome="not_applied")
-    listed = await _listed(app, knowledge_id, file_id)
-    failed = _failed(failure, "attach", file_id, after_upload=True)
+    listed = await listed_in(app, knowledge_id, file_id)
+    failed = failed_at(failure, "attach", file_id, after_upload=True)
     if listed:
         return failed.explained(f" Knowledge base {knowledge_id} lists the file {file_id} all the same.")
     state = "does not list" if listed is False else "may or may not hold"

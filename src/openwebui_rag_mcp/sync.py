@@ -70,13 +70,15 @@ import anyio
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
+from openwebui_rag_mcp.attach import attached_files, dropped
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.inflight import Resolution, remove_unlinked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
-from openwebui_rag_mcp.writes import Upload, attached_files, dropped, safe_filename, upload_to_base
+from openwebui_rag_mcp.upload import SyncOptions, Upload, upload_to_base
+from openwebui_rag_mcp.writes import safe_filename
 
 OK, SOME_FAILED, REFUSED, UNUSABLE = 0, 1, 3, 5
 # --delete without --max-delete removes at most this many of this folder's documents, or at most half of them.
@@ -1098,11 +1100,7 @@ class _Run:
             metadata |= {"synced_by": SYNCED_BY}
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         async with _Turn(self.sending) as turn:
-            upload = Upload(
-                name,
-                content,
-                content_type,
-                metadata,
+            options = SyncOptions(
                 folder_id,
                 links_itself=True,
                 first_poll=_FIRST_POLL_SHARE * statistics.median(self.processing_seconds)
@@ -1113,6 +1111,7 @@ class _Run:
                 attach_checks=self.attach_checks if check_later else None,
                 sent=functools.partial(self._sent, turn),
             )
+            upload = Upload(name, content, content_type, metadata, options)
             try:
                 done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
             except ToolFailure as failure:
