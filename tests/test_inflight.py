@@ -20,21 +20,14 @@ import anyio
 import httpx
 import pytest
 
-from openwebui_rag_mcp import inflight as inflight_module
+from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp import normalize, runtime, writes
+from openwebui_rag_mcp import settle as settle_module
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.inflight import (
-    ClientUpstream,
-    FileJournal,
-    Inflight,
-    Record,
-    default_directory,
-    owner_of,
-    preview,
-    recover,
-    recover_command,
-)
+from openwebui_rag_mcp.journal import FileJournal, Inflight, Record, default_directory, owner_of
+from openwebui_rag_mcp.recover import recover_command
+from openwebui_rag_mcp.settle import ClientUpstream, preview, recover
 from tests.conftest import API_KEY, make_settings, mock_transport, new_router
 from tests.test_writes import (
     FILE,
@@ -179,7 +172,7 @@ def start_writer(tmp_path: Path) -> subprocess.Popen[bytes]:
     script = textwrap.dedent(
         f"""
         import asyncio, pathlib
-        from openwebui_rag_mcp.inflight import FileJournal, Inflight
+        from openwebui_rag_mcp.journal import FileJournal, Inflight
 
         async def main():
             inflight = Inflight(FileJournal(pathlib.Path({str(tmp_path / "inflight")!r})))
@@ -233,9 +226,8 @@ async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_proces
 ) -> None:
     """Deleting it mid-processing could leave its vectors in the base's collection with no document (Open WebUI 0.11+
     indexes into the base before it links): recovery waits until processing ends, then keeps it or deletes it."""
-    import openwebui_rag_mcp.inflight as inflight_module
 
-    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     for file_id in ("linking", "failing"):
         with pytest.raises(RuntimeError):
@@ -274,7 +266,7 @@ async def test_a_file_whose_attach_open_webui_may_still_run_is_left_until_the_at
     assert (upstream.deleted, [r.kept for r in second if not r.processing]) == ([], ["landing"])
     clock[0] += 61  # past the attach's due time, not past the margin for the journal's write before it
     assert (await recover(inflight, upstream, OWNER))[0].processing
-    clock[0] += inflight_module.UPDATE_SECONDS
+    clock[0] += journal_module.UPDATE_SECONDS
     (third,) = await recover(inflight, upstream, OWNER)
     assert (upstream.deleted, third.processing) == (["refused"], False)
     assert upstream.unlinked == []  # an upload that named no base: nothing of it is in the base's index
@@ -288,9 +280,9 @@ async def test_an_attach_from_another_host_is_given_the_clock_slack_too(tmp_path
         Record("r", OWNER, "kb", "a.md", 5, "0" * 64, clock[0], 0.0, "elsewhere", 1, "1", "f", attach_by=clock[0] + 120)
     )
     upstream = FakeUpstream()
-    clock[0] += 120 + inflight_module.UPDATE_SECONDS + 1
+    clock[0] += 120 + journal_module.UPDATE_SECONDS + 1
     assert (await recover(inflight, upstream, OWNER))[0].processing  # its clock may be behind this one
-    clock[0] += inflight_module.CLOCK_SLACK_SECONDS
+    clock[0] += journal_module.CLOCK_SLACK_SECONDS
     assert not (await recover(inflight, upstream, OWNER))[0].processing
     assert upstream.deleted == ["f"]
 
@@ -331,7 +323,7 @@ async def test_a_record_without_its_writers_deadline_waits_the_hour(tmp_path: Pa
             "0" * 64,
             clock[0],
             0.0,
-            inflight_module._HOST(),
+            journal_module.this_host(),
             1,
             "1",
             "stuck",
@@ -339,7 +331,7 @@ async def test_a_record_without_its_writers_deadline_waits_the_hour(tmp_path: Pa
         )
     )
     upstream = FakeUpstream(statuses={"stuck": "processing"})
-    clock[0] += inflight_module.ABANDONED_SECONDS - 60
+    clock[0] += settle_module.ABANDONED_SECONDS - 60
     assert (await recover(inflight, upstream, OWNER))[0].processing
     clock[0] += 120
     (resolution,) = await recover(inflight, upstream, OWNER)
@@ -367,7 +359,7 @@ async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the
     """Open WebUI 0.10 links a self-linking upload, still "completed" from its own collection, before it indexes it
     into the base: until the file is marked as written to the base it is unfinished, not kept. A failure there ends
     it linked and "failed": deleted, which also unlinks it."""
-    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     for file_id in ("indexing", "failed-after-link"):
         with pytest.raises(RuntimeError):
@@ -396,7 +388,7 @@ async def test_a_listed_upload_never_marked_is_kept_after_an_hour(tmp_path: Path
         await abandon(inflight, "unmarked", links_itself=True, indexed_after_link=True)
     upstream = FakeUpstream(listed={"kb": {"unmarked"}}, collections={"unmarked": "file-unmarked"})
     assert (await recover(inflight, upstream, OWNER))[0].processing
-    clock[0] += inflight_module.ABANDONED_SECONDS + 60
+    clock[0] += settle_module.ABANDONED_SECONDS + 60
     (resolution,) = await recover(inflight, upstream, OWNER)
     assert resolution.kept == "unmarked"
     assert upstream.deleted == []
@@ -408,7 +400,7 @@ async def test_a_completed_unlisted_upload_that_is_processing_again_is_left_alon
 ) -> None:
     """0.11 to 0.12.3 call a self-linked upload "completed" a moment before they index it into the base and link it:
     looked at again after the settle, it is "processing", and not deleted."""
-    monkeypatch.setattr(inflight_module, "_LINK_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     with pytest.raises(RuntimeError):
         await abandon(inflight, "indexing", links_itself=True)
@@ -635,7 +627,7 @@ async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) 
     journal, owner = server_journal()
     now = time.time()
     dead = Record(
-        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, inflight_module._HOST(), os.getpid(), "x", FILE
+        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, journal_module.this_host(), os.getpid(), "x", FILE
     )
     await journal._store.put(dead)
     async with connect(upstream):
@@ -651,11 +643,11 @@ async def test_the_start_looks_again_at_an_attach_open_webui_may_still_run(
 ) -> None:
     """Left at first (Open WebUI may still run the dead writer's attach), removed by the start's own second look once
     the attach's answer was due: no later write is needed to clean it up."""
-    monkeypatch.setattr(inflight_module, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(settle_module, "UPDATE_SECONDS", 0.0)
     monkeypatch.setattr(runtime, "RECHECK_SECONDS", (0.05,))
     journal, owner = server_journal()
     now = time.time()
-    host, pid = inflight_module._HOST(), os.getpid()
+    host, pid = journal_module.this_host(), os.getpid()
     dead = Record("r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, host, pid, "x", FILE, attach_by=now + 1)
     await journal._store.put(dead)
     async with connect(upstream):
@@ -670,7 +662,7 @@ async def test_the_start_looks_again_at_an_attach_open_webui_may_still_run(
 async def test_the_recover_command_settles_and_says_what_it_did(upstream: Upstream) -> None:
     journal, owner = server_journal()
     now = time.time()
-    here = inflight_module._HOST()
+    here = journal_module.this_host()
     await journal._store.put(Record("r1", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
     await journal._store.put(Record("r2", "b" * 64, KB, "other.md", 5, "0" * 64, now, 0.0, here, 1, "x", "f-2"))
     lines: list[str] = []
@@ -852,7 +844,7 @@ async def test_an_upload_that_links_itself_records_when_its_writer_gives_up_on_i
     assert record.past_processing(1_000_000.0 + 661, fallback_within=10**6)
     elsewhere = replace(record, host="another-host")
     assert not elsewhere.past_processing(1_000_000.0 + 661, fallback_within=1)
-    assert elsewhere.past_processing(1_000_000.0 + 660 + inflight_module.CLOCK_SLACK_SECONDS + 1, fallback_within=1)
+    assert elsewhere.past_processing(1_000_000.0 + 660 + journal_module.CLOCK_SLACK_SECONDS + 1, fallback_within=1)
     earlier_version = replace(record, process_by=0.0)
     assert earlier_version.past_processing(1_000_000.0 + 11, fallback_within=10)
     await inflight.aclose()
@@ -869,7 +861,7 @@ async def test_an_unlinked_upload_is_attached_and_taken_out_so_its_vectors_go_to
     deleted = router.delete("/api/v1/files/f-lost").respond(404, json={"detail": "not found"})
     client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
     try:
-        await inflight_module.remove_unlinked(client, KB, "f-lost")
+        await settle_module.remove_unlinked(client, KB, "f-lost")
     finally:
         await client.aclose()
     assert json.loads(added.calls.last.request.content) == {"file_id": "f-lost"}
@@ -896,7 +888,7 @@ async def test_an_unlinked_upload_whose_attach_is_refused_is_deleted_as_it_is(re
     deleted = router.delete("/api/v1/files/f-lost").respond(json=True)
     client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
     try:
-        await inflight_module.remove_unlinked(client, KB, "f-lost")
+        await settle_module.remove_unlinked(client, KB, "f-lost")
     finally:
         await client.aclose()
     assert deleted.called
@@ -913,7 +905,7 @@ async def test_an_unlinked_upload_whose_attach_goes_unanswered_is_left() -> None
     client = OpenWebUIClient(make_settings(), transport=mock_transport(router))
     try:
         with pytest.raises(ToolFailure) as raised:
-            await inflight_module.remove_unlinked(client, KB, "f-lost")
+            await settle_module.remove_unlinked(client, KB, "f-lost")
     finally:
         await client.aclose()
     assert raised.value.code == "timeout"

@@ -18,7 +18,7 @@ from openwebui_rag_mcp import pending
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.inflight import FileJournal, Inflight, Record
+from openwebui_rag_mcp.journal import FileJournal, Inflight, Record
 from openwebui_rag_mcp.tools import list_files
 from tests.conftest import make_settings, mock_transport, new_router
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import respx
 
-from openwebui_rag_mcp import inflight as inflight_module
+from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp import upload as upload_module
 from openwebui_rag_mcp.client import OpenWebUIClient
@@ -1084,12 +1084,14 @@ async def test_with_redis_url_every_write_holds_the_lease_of_the_base(
 ) -> None:
     """Replicas of the HTTP transport serialise the writes that change a base through a Redis lease: sync takes the
     same one. Uploading a file changes no base (issue 18: uploads overlap, their attaches take turns)."""
-    from openwebui_rag_mcp import inflight, locks, runtime
+    from openwebui_rag_mcp import locks, runtime
 
     leases = Leases()
     monkeypatch.setattr(locks, "RedisLeaseStore", lambda url: leases)
     monkeypatch.setattr(runtime, "RedisLeaseStore", lambda url: leases)
-    monkeypatch.setattr(inflight, "RedisJournal", lambda url: inflight.FileJournal(tmp_path.parent / "journal"))
+    monkeypatch.setattr(
+        journal_module, "RedisJournal", lambda url: journal_module.FileJournal(tmp_path.parent / "journal")
+    )
     seen: list[tuple[str, bool]] = []
     base.on_write = lambda path: seen.append((path, f"openwebui-rag-mcp:write:{KB}" in leases.held))
     env = {"REDIS_URL": "redis://127.0.0.1:9/0"}
@@ -1237,13 +1239,13 @@ async def test_before_0_6_42_a_read_back_that_fails_names_every_new_file_and_del
     assert all(record.writer_gone(time.time()) for record in records)
 
 
-def journal_records() -> list[inflight_module.Record]:
-    found = [inflight_module.Record.from_json(path.read_bytes()) for path in journal_files()]
+def journal_records() -> list[journal_module.Record]:
+    found = [journal_module.Record.from_json(path.read_bytes()) for path in journal_files()]
     return [record for record in found if record is not None]
 
 
 def journal_files() -> list[Path]:
-    return sorted(inflight_module.default_directory().rglob("*.json"))
+    return sorted(journal_module.default_directory().rglob("*.json"))
 
 
 async def test_before_0_6_42_a_new_file_stays_in_the_journal_until_its_attach_is_read_back(
@@ -1252,8 +1254,9 @@ async def test_before_0_6_42_a_new_file_stays_in_the_journal_until_its_attach_is
     """A run killed after an attach was acknowledged but before the read-back (here: the read-back never comes) leaves
     each new file's record alive in the journal; once its writer is gone, recovery keeps the files the base lists and
     deletes the one a concurrent change dropped, which would otherwise be left in no base."""
-    from openwebui_rag_mcp.inflight import ClientUpstream, FileJournal, Inflight, recover
+    from openwebui_rag_mcp.journal import FileJournal, Inflight
     from openwebui_rag_mcp.runtime import running_app
+    from openwebui_rag_mcp.settle import ClientUpstream, recover
 
     for n in range(3):
         (tmp_path / f"{n}.md").write_text(f"# note {n}")
@@ -1271,7 +1274,7 @@ async def test_before_0_6_42_a_new_file_stays_in_the_journal_until_its_attach_is
         await run(tmp_path, concurrency=1)
     assert len(journal_records()) == 3
 
-    later = Inflight(FileJournal(inflight_module.default_directory()), clock=lambda: time.time() + 3600)
+    later = Inflight(FileJournal(journal_module.default_directory()), clock=lambda: time.time() + 3600)
     settings = make_settings()
     async with running_app(settings, transport=mock_transport(legacy.router), recover_at_start=False) as app:
         resolutions = await recover(later, ClientUpstream(app.client), app.uploads_owner())
@@ -1660,7 +1663,7 @@ async def test_an_upload_still_processing_at_the_timeout_is_left_to_open_webui(b
     assert code == SOME_FAILED
     assert any("timeout" in line and "links the file f-1" in line for line in lines), lines
     assert not [c for c in base.router.calls if c.request.method == "DELETE"]
-    assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1  # left for recovery
+    assert len(list(journal_module.default_directory().rglob("*.json"))) == 1  # left for recovery
 
 
 @pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
@@ -1674,7 +1677,7 @@ async def test_a_linked_upload_whose_status_cannot_be_read_is_not_deleted(base: 
     assert code == SOME_FAILED
     assert any("FAILED" in line and "links the file f-1" in line for line in lines), lines
     assert not [c for c in base.router.calls if c.request.method == "DELETE"]
-    assert len(list(inflight_module.default_directory().rglob("*.json"))) == 1
+    assert len(list(journal_module.default_directory().rglob("*.json"))) == 1
 
 
 @pytest.mark.parametrize("base", ["0.12.4", "0.10.2", "0.9.6"], indirect=True)
@@ -1684,7 +1687,8 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
     """They join the base when Open WebUI is done: read before that, the base would lack them and this run would send
     them again, and two copies could both be linked."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, time.time(), 0.0, "h", 1, "", "f-old", links_itself=True)
     waits = [Resolution(record, (), None, "still processing", processing=True)] * 2
@@ -1713,7 +1717,8 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
     OPENWEBUI_PROCESS_TIMEOUT is most likely a task Open WebUI lost in a restart: each later run would wait for it in
     vain, so the run says so and goes on (and removes what it left); a younger one is still waited for."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     started = time.time() - 1000.0  # past the defaults (120 + 300 s) and 120 s of clock slack (from host "h")
     lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-lost", links_itself=True)
@@ -1747,7 +1752,8 @@ async def test_a_run_says_which_lost_uploads_recovery_removed_before_it(
     """Recovery itself removes a killed run's upload that is past its writer's deadline and in no base: the run says
     so, as when it removes one itself; what recovery removed for another base, or that named no base, is not counted."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     lost = Record("r", "o", KB, "a.md", 3, "0" * 64, time.time() - 1000.0, 0.0, "h", 1, "", "f-lost", links_itself=True)
     elsewhere = replace(lost, id="e", knowledge_id="another-base", file_id="f-elsewhere")
@@ -1775,7 +1781,8 @@ async def test_a_lost_upload_indexed_into_the_base_but_never_linked_takes_its_ve
     stay and Open WebUI refuses the file sent again as a duplicate; the run attaches it and takes it out again first,
     so the note sent again is added."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     started = time.time() - 1000.0  # past its writer's deadline
     lost = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-lost", links_itself=True)
@@ -1814,7 +1821,8 @@ async def test_a_listed_document_whose_upload_open_webui_never_finished_is_remov
     hash too, which a new copy shares), then sends the file again, also when the file has moved meanwhile (no
     `--delete` needed: the stuck one is an upload that never finished, not a document)."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     (tmp_path / "a.md").write_text("# A")
     assert (await run(tmp_path))[0] == OK
@@ -1847,7 +1855,8 @@ async def test_a_file_whose_stuck_document_cannot_be_removed_is_not_sent_again(
     """Removing the stuck document later would take a new copy's vectors with it (by the text's hash): while it cannot
     be removed, the file is named as failed and not sent."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     (tmp_path / "a.md").write_text("# A")
     (tmp_path / "b.md").write_text("# B")
@@ -1877,7 +1886,8 @@ async def test_an_unlinked_upload_open_webui_never_finished_is_deleted_past_its_
     """0.11+ link an upload once it is indexed: a task a restart lost leaves the file in no base, "processing" for
     good. Past its writer's deadline the run deletes it (recovery would wait an hour), and the note is sent again."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     base.files["f-stuck"] = {"id": "f-stuck", "filename": "a.md", "meta": {}, "hash": None, "data": {}}
     base.files["f-stuck"]["data"]["status"] = "processing"
@@ -1906,7 +1916,8 @@ async def test_a_run_waits_for_an_upload_until_its_deadline_even_past_its_own_wa
     its own OPENWEBUI_PROCESS_TIMEOUT, or it would go on and leave the file in no base (the live test that kills Open
     WebUI mid-sync found one so)."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     base.files["f-lost"] = {"id": "f-lost", "filename": "a.md", "meta": {}, "hash": None, "data": {}}
     base.files["f-lost"]["data"]["status"] = "processing"
@@ -1920,7 +1931,7 @@ async def test_a_run_waits_for_an_upload_until_its_deadline_even_past_its_own_wa
         "0" * 64,
         time.time(),
         0.0,
-        inflight_module._HOST(),  # this machine's: no clock slack
+        journal_module.this_host(),  # this machine's: no clock slack
         1,
         "",
         "f-lost",
@@ -1950,7 +1961,8 @@ async def test_a_dry_run_says_what_a_run_would_do_with_an_upload_open_webui_neve
     is named as the real run would treat it (0.10: a listed document removed and sent again; 0.12: a file in no base
     removed), and one Open WebUI may still finish as waited for. Nothing is deleted, no record dropped."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     (tmp_path / "a.md").write_text("# A")
     assert (await run(tmp_path))[0] == OK
@@ -2004,7 +2016,8 @@ async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadlin
     its processing and its turn at the base's lock) and Open WebUI may still run it, so it is waited for while its
     own window lasts."""
     from openwebui_rag_mcp.app import App
-    from openwebui_rag_mcp.inflight import Record, Resolution
+    from openwebui_rag_mcp.journal import Record
+    from openwebui_rag_mcp.settle import Resolution
 
     started = time.time() - 1000.0  # past 120 + 300 s and 120 s of clock slack (the record is from host "h")
     record = Record("r", "o", KB, "a.md", 3, "0" * 64, started, 0.0, "h", 1, "", "f-old", attach_by=time.time() + 60)

@@ -25,7 +25,7 @@ from openwebui_rag_mcp import runtime
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings, Timings
-from openwebui_rag_mcp.inflight import Inflight
+from openwebui_rag_mcp.journal import Inflight
 from openwebui_rag_mcp.locks import Lease, WriteLocks
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import make_settings, mock_transport, new_router

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "recover":
         import asyncio
 
-        from openwebui_rag_mcp.inflight import recover_command
+        from openwebui_rag_mcp.recover import recover_command
 
         sys.exit(asyncio.run(recover_command(settings, say=lambda line: print(line, flush=True))))
 

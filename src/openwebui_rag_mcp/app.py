@@ -21,9 +21,10 @@ from openwebui_rag_mcp.citations import Documents
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import ID_PATTERN, Settings
 from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
-from openwebui_rag_mcp.inflight import ClientUpstream, Inflight, Resolution, owner_of, preview, recover
+from openwebui_rag_mcp.journal import Inflight, owner_of
 from openwebui_rag_mcp.locks import LocalLocks, SharedSets, WriteLocks
 from openwebui_rag_mcp.models import KnowledgeBase
+from openwebui_rag_mcp.settle import ClientUpstream, Resolution, preview, recover
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ToolFailure, unanswered, write_outcome
-from openwebui_rag_mcp.inflight import Tracked
+from openwebui_rag_mcp.journal import Tracked
 from openwebui_rag_mcp.steps import discard, failed_at, listed_in, named_duplicate
 
 log = logging.getLogger(__name__)

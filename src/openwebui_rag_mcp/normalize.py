@@ -18,7 +18,7 @@ from openwebui_rag_mcp.models import Chunk, FileItem, FileText, KnowledgeBase
 
 # Metadata Open WebUI adds for its own bookkeeping; useless or harmful in an agent's context window.
 # The hashes are 64 hex characters each, twice per chunk, and mean nothing to an agent.
-# The journal of uploads in flight marks each upload with its record's id (inflight.py); never shown.
+# The journal of uploads in flight marks each upload with its record's id (journal.py); never shown.
 UPLOAD_MARK = "openwebui_rag_mcp_upload"
 _NOISE_KEYS = frozenset(
     {"embedding_config", "_chunk_hash", "embedding", "embeddings", "vector", "created_by", "hash", "file_hash"}

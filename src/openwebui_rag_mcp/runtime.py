@@ -13,7 +13,7 @@ import httpx
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
-from openwebui_rag_mcp.inflight import make_journal
+from openwebui_rag_mcp.journal import make_journal
 from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks, RedisLeaseStore, WriteLocks
 
 log = logging.getLogger(__name__)

@@ -73,10 +73,10 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attached_files, dropped
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.inflight import Resolution, remove_unlinked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
+from openwebui_rag_mcp.settle import Resolution, remove_unlinked
 from openwebui_rag_mcp.upload import SyncOptions, Upload, upload_to_base
 from openwebui_rag_mcp.writes import safe_filename
 

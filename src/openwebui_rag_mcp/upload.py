@@ -20,7 +20,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attach_file
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, ToolFailure
-from openwebui_rag_mcp.inflight import Tracked
+from openwebui_rag_mcp.journal import Tracked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.normalize import UPLOAD_MARK
 from openwebui_rag_mcp.steps import (

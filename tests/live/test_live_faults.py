@@ -45,7 +45,7 @@ from devtools import fake_embeddings, replicas
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
-from openwebui_rag_mcp import inflight
+from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp.config import load_settings
 from tests.live.http import mcp_http, not_on_this_release
 from tests.live.stdio import SCRIPT, stdio_session
@@ -588,9 +588,9 @@ def test_an_upload_indexed_into_the_base_but_never_linked_leaves_nothing_behind(
 
     env = sync_env(inst) | {"XDG_STATE_HOME": str(tmp_path / "state")}
     settings = load_settings(env)
-    owner = inflight.owner_of(settings, hashlib.sha256(inst.api_key.encode()).hexdigest())
+    owner = journal_module.owner_of(settings, hashlib.sha256(inst.api_key.encode()).hexdigest())
     now = time.time()
-    record = inflight.Record(
+    record = journal_module.Record(
         id=uuid.uuid4().hex,
         owner=owner,
         knowledge_id=knowledge_id,
@@ -599,7 +599,7 @@ def test_an_upload_indexed_into_the_base_but_never_linked_leaves_nothing_behind(
         sha256=hashlib.sha256(body).hexdigest(),
         started=now - 7200,
         alive_until=now - 7100,
-        host=inflight._HOST(),
+        host=journal_module.this_host(),
         pid=2**22 + 1,  # above any pid this machine gives out: no such process
         pid_start="",
         file_id=orphan,
@@ -607,7 +607,7 @@ def test_an_upload_indexed_into_the_base_but_never_linked_leaves_nothing_behind(
         indexed_after_link=inst.version == "0.10.2",
         process_by=now - 7000,
     )
-    journal = inflight.FileJournal(tmp_path / "state" / "openwebui-rag-mcp" / "inflight")
+    journal = journal_module.FileJournal(tmp_path / "state" / "openwebui-rag-mcp" / "inflight")
     anyio.run(journal.put, record)
 
     argv = [str(SCRIPT), "sync", str(folder), "--knowledge-id", knowledge_id]

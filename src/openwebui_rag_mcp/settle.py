@@ -1,0 +1,277 @@
+"""Settling what a dead writer left in the journal of uploads in flight: a file the base holds is kept, one in no
+base is deleted (an upload that named its base with what it left in the base's search index, `remove_unlinked`),
+one Open WebUI may still be working on is looked at later; `preview` says the same without doing it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.errors import ToolFailure, unanswered
+from openwebui_rag_mcp.journal import CLOCK_SLACK_SECONDS, UPDATE_SECONDS, Inflight, Record, this_host
+from openwebui_rag_mcp.normalize import UPLOAD_MARK  # the record's id in the upload metadata
+
+
+class Upstream(Protocol):
+    """What recovery asks Open WebUI (the client, or a fake in tests)."""
+
+    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None: ...
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]: ...
+
+    async def delete_file(self, file_id: str) -> object: ...
+
+    async def file_record(self, file_id: str) -> normalize.FileRecord: ...
+
+    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None: ...
+
+
+# Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
+_STILL_PROCESSING = frozenset({"pending", "processing"})
+# A file that linked itself and is "completed" is in its base's lists; looked at once more after a moment all the same.
+_LINK_SETTLE_SECONDS = 2.0
+# An upload that links itself still "pending" or "processing" this long after it began is a background task Open WebUI
+# lost (a restart drops them, and the status never changes again): then it is deleted. Only for what keeps no writer's
+# deadline of its own (`_given_up_at`).
+ABANDONED_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    record: Record
+    deleted: tuple[str, ...]  # file ids removed
+    kept: str | None  # the file id the base holds: the write had completed
+    problem: str | None = None  # why the record stays
+    gone: bool = False  # its file was deleted meanwhile
+    # the record stays because Open WebUI is still processing an upload that links itself, or may still run its attach
+    processing: bool = False
+
+    def __str__(self) -> str:
+        what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
+        if self.problem:
+            return f"left {what}: {self.problem}"
+        if self.kept:
+            return f"kept {what}: the base holds file {self.kept} (the write had completed)"
+        if self.deleted:
+            return f"removed {what}: file(s) {', '.join(self.deleted)} were in no base"
+        if self.gone:
+            return f"nothing left of {what}: its file {self.record.file_id} was deleted meanwhile"
+        return f"nothing left of {what}: no file was made"
+
+
+Hold = Callable[[str], AbstractAsyncContextManager[object]]
+
+
+async def resolve(inflight: Inflight, upstream: Upstream, record: Record, hold: Hold | None = None) -> Resolution:
+    """Settle one record whose writer is gone; the record is dropped unless something could not be told. Under the
+    base's write lock (`hold`), so no write attaches the file between the look at the base and the deletion."""
+    async with hold(record.knowledge_id) if hold is not None else contextlib.nullcontext():
+        return await _resolve(inflight, upstream, record)
+
+
+async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dry: bool = False) -> Resolution:
+    """`dry`: decide as ever, but delete nothing and drop no record (the resolution says what would be done)."""
+    try:
+        candidates: list[str | None] = [record.file_id]
+        if record.file_id is None and not record.marked and await _same_bytes_in_flight(inflight, record):
+            # Its name, size and bytes are all that tell its file, and a live write is uploading the very same (a
+            # `sync` resuming a killed one): that write's file, not yet attached, would pass for this one's.
+            why = "a running write is uploading the same file; looked at after it"
+            return Resolution(record, (), None, why)
+        if record.file_id is None:
+            named = await upstream.files_named(record.filename)
+            candidates = [_file_id(item) for item in named if _made_by(item, record)]
+            if not candidates and inflight.now() < record.answer_by + CLOCK_SLACK_SECONDS:
+                # Open WebUI may still be storing it (0.6.5 extracts the text during the upload request).
+                return Resolution(record, (), None, "its upload may still be landing in Open WebUI; looked at later")
+        deleted: list[str] = []
+        kept: str | None = None
+        for file_id in filter(None, candidates):
+            state = await upstream.file_record(file_id) if record.links_itself else None
+            status = state.status if state is not None else None
+            listed: bool | None = None
+            unfinished = status in _STILL_PROCESSING
+            if (
+                status == "completed"
+                and record.indexed_after_link
+                and state
+                and state.collection != record.knowledge_id
+            ):
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
+                unfinished = listed is True  # linked, its vectors not yet written to the base (0.10)
+            if unfinished and inflight.now() <= _given_up_at(record, listed):
+                why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
+                return Resolution(record, tuple(deleted), kept, why, processing=True)
+            if listed is None:
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is False and inflight.now() < record.attach_by + _attach_margin(record):
+                # Deleting it now could leave the base's vectors of it with no document, and before 0.6.42 its attach
+                # would then rewrite the base's list over whatever was attached since.
+                why = "its attach was sent and Open WebUI may still be running it; looked at later"
+                return Resolution(record, tuple(deleted), kept, why, processing=True)
+            if listed is False and status == "completed":
+                await asyncio.sleep(_LINK_SETTLE_SECONDS)
+                # 0.11 to 0.12.3 call it "completed" a moment before they index it into the base: looked at again.
+                if (await upstream.file_record(file_id)).status in _STILL_PROCESSING:
+                    why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
+                    return Resolution(record, tuple(deleted), kept, why, processing=True)
+                listed = await upstream.base_lists(record.knowledge_id, file_id)
+            if listed is None:
+                return Resolution(record, tuple(deleted), kept, "whether the base holds the file could not be read")
+            # A listed upload that failed (0.10 links before indexing into the base): deleting the file unlinks it.
+            # One still unmarked after an hour is kept: with BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks.
+            if listed and status != "failed":
+                kept = file_id
+                continue
+            if not dry and record.links_itself:
+                await upstream.remove_unlinked(record.knowledge_id, file_id)
+            elif not dry:
+                await upstream.delete_file(file_id)
+            deleted.append(file_id)
+    except ToolFailure as failure:
+        if failure.code == "not_found" and record.file_id is not None:  # deleted meanwhile: nothing is left
+            if not dry:
+                await inflight.drop(record)
+            return Resolution(record, (), None, gone=True)
+        return Resolution(record, (), None, f"{failure.code}: {failure.message}")
+    if not dry:
+        await inflight.drop(record)
+    return Resolution(record, tuple(deleted), kept)
+
+
+def _given_up_at(record: Record, listed: bool | None) -> float:
+    """When an upload that links itself and is still unfinished is taken for a task Open WebUI lost in a restart: once
+    past the time its own writer would have given up on its processing (as `sync` takes it), or, for a record of an
+    earlier version that keeps no such time, ABANDONED_SECONDS after it began. One the base lists (0.10 links before it
+    indexes into the base) waits the hour all the same, as with BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks
+    it and it is then kept."""
+    if listed:
+        return record.started + ABANDONED_SECONDS
+    return record.processing_due(ABANDONED_SECONDS)
+
+
+async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
+    """Whether a running write of the same credential is uploading a file of the record's name and bytes."""
+    now = inflight.now()
+    return any(
+        other.id != record.id
+        and not other.writer_gone(now)
+        and (other.filename, other.size, other.sha256) == (record.filename, record.size, record.sha256)
+        for other in await inflight.records(record.owner)
+    )
+
+
+def _attach_margin(record: Record) -> float:
+    """Beyond the attach's due time: the journal write before it was sent, and the clocks of two hosts."""
+    return UPDATE_SECONDS + (0.0 if record.host == this_host() else CLOCK_SLACK_SECONDS)
+
+
+def _file_id(item: Mapping[str, Any]) -> str | None:
+    value = item.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def _meta(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = item.get("meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _made_by(item: Mapping[str, Any], record: Record) -> bool:
+    """Whether a file of the record's name is the record's upload. Where the release keeps upload metadata, only the
+    upload carrying the record's own mark is; before (0.6.5), one of the same size and bytes (where Open WebUI keeps
+    them) made while the upload's answer was due, give or take the clock slack."""
+    meta = _meta(item)
+    if item.get("filename") != record.filename:
+        return False
+    data = meta.get("data")
+    mark = data.get(UPLOAD_MARK) if isinstance(data, dict) else None
+    if record.marked or mark is not None:
+        return mark == record.id
+    size, file_hash = meta.get("size"), meta.get("file_hash")
+    if isinstance(size, int) and size != record.size:
+        return False
+    if isinstance(file_hash, str) and file_hash != record.sha256:
+        return False
+    created = item.get("created_at")
+    latest = max(record.answer_by, record.started) + CLOCK_SLACK_SECONDS
+    return isinstance(created, int | float) and record.started - CLOCK_SLACK_SECONDS <= created <= latest
+
+
+async def recover(inflight: Inflight, upstream: Upstream, owner: str, hold: Hold | None = None) -> list[Resolution]:
+    """Resolve every record of `owner` whose writer is gone (each under its base's write lock, with `hold`)."""
+    return [await resolve(inflight, upstream, record, hold) for record in await inflight.gone(owner)]
+
+
+async def preview(inflight: Inflight, upstream: Upstream, owner: str) -> list[Resolution]:
+    """What `recover` would do now with every record of `owner` whose writer is gone, doing none of it (a dry run)."""
+    return [await _resolve(inflight, upstream, record, dry=True) for record in await inflight.gone(owner)]
+
+
+class ClientUpstream:
+    """`Upstream` through the Open WebUI client, with the current credential."""
+
+    def __init__(self, client: OpenWebUIClient) -> None:
+        self._client = client
+
+    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
+        try:
+            files, _ = await self._client.knowledge_files(knowledge_id, None)
+        except ToolFailure as failure:
+            return False if failure.code == "not_found" else None  # a base deleted meanwhile holds nothing
+        return any(record.file_id == file_id for record in normalize.file_records(files))
+
+    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
+        """The credential's own files of that name: an admin lists everyone's, and another user's file is never
+        touched. Open WebUI 0.12+ does not tell an API key its own user (`/auths/` needs a signed-in session): then
+        only files that carry the SHA-256 of their bytes are offered, so `_made_by` holds them to the upload's very
+        bytes, name and time."""
+        try:
+            mine: str | None = await self._client.user_id()
+        except ToolFailure as failure:
+            if failure.code not in ("forbidden", "auth"):
+                raise
+            mine = None
+        named = await self._client.files_named(filename)
+        if mine is None:
+            return [item for item in named if isinstance(_meta(item).get("file_hash"), str)]
+        return [item for item in named if item.get("user_id") == mine]
+
+    async def delete_file(self, file_id: str) -> object:
+        return await self._client.delete_file(file_id)
+
+    async def file_record(self, file_id: str) -> normalize.FileRecord:
+        return normalize.file_record(await self._client.file(file_id))
+
+    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None:
+        await remove_unlinked(self._client, knowledge_id, file_id)
+
+
+async def remove_unlinked(client: OpenWebUIClient, knowledge_id: str, file_id: str) -> None:
+    """Delete the file of an upload that named its base (to link itself there) and that the base does not list, with
+    whatever of it Open WebUI wrote into the base's search index. Open WebUI 0.11+ indexes such an upload into the
+    base before it links it: one cut short between the two (a restart) left its text there under no document, and
+    deleting the file leaves that text, which Open WebUI's duplicate check then refuses from any other file (the same
+    note sent again). Attached (`file/add`, whose check lets a file's own vectors pass) and taken out again
+    (`file/remove`, which drops the base's vectors by the file's id and by its text's hash), it leaves nothing. An
+    attach Open WebUI refuses (no text was ever extracted, the base holds the text under another document, a release
+    whose check has no such exemption) linked nothing: the file is deleted as it is. Raises when Open WebUI's answer
+    never came (the attach may still run: the base may then list the file, a complete document)."""
+    try:
+        await client.add_file(knowledge_id, file_id)
+    except ToolFailure as failure:
+        if unanswered(failure) or not failure.request_sent or failure.code == "rate_limited":
+            raise
+        await client.delete_file(file_id)
+        return
+    await client.remove_file(knowledge_id, file_id, delete_file=True)
+    try:  # a release whose `file/remove` keeps the file
+        await client.delete_file(file_id)
+    except ToolFailure as failure:
+        if failure.code != "not_found":
+            raise
