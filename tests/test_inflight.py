@@ -20,15 +20,17 @@ import anyio
 import httpx
 import pytest
 
+from openwebui_rag_mcp import giveup, normalize, writes
 from openwebui_rag_mcp import journal as journal_module
-from openwebui_rag_mcp import normalize, runtime, writes
 from openwebui_rag_mcp import settle as settle_module
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.giveup import Waits
 from openwebui_rag_mcp.journal import FileJournal, Inflight, Record, default_directory, owner_of
 from openwebui_rag_mcp.recover import recover_command
 from openwebui_rag_mcp.settle import ClientUpstream, preview, recover
-from tests.conftest import API_KEY, make_settings, mock_transport, new_router
+from tests.conftest import API_KEY, FAST, make_settings, mock_transport, new_router
 from tests.test_writes import (
     FILE,
     KB,
@@ -45,6 +47,7 @@ from tests.test_writes import (
 
 pytestmark = pytest.mark.anyio
 OWNER = "a" * 64
+NO_SETTLE = Timings(link_settle=0.0)  # recovery looks again at once at a "completed" upload the base does not list
 
 
 @dataclass
@@ -114,7 +117,7 @@ async def abandon(
         if file_id is not None:
             await tracked.uploaded(file_id)
         if attach_within is not None:
-            await tracked.attaching(attach_within)
+            await tracked.attaching(Waits(attach_within, 0.0))
         raise RuntimeError("the write ended without settling")
 
 
@@ -227,19 +230,18 @@ async def test_an_upload_that_links_itself_is_left_alone_while_open_webui_proces
     """Deleting it mid-processing could leave its vectors in the base's collection with no document (Open WebUI 0.11+
     indexes into the base before it links): recovery waits until processing ends, then keeps it or deletes it."""
 
-    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     for file_id in ("linking", "failing"):
         with pytest.raises(RuntimeError):
             await abandon(inflight, file_id, links_itself=True)
     upstream = FakeUpstream(statuses={"linking": "processing", "failing": "pending"})
-    first = await recover(inflight, upstream, OWNER)
+    first = await recover(inflight, upstream, OWNER, timings=NO_SETTLE)
     assert upstream.deleted == []
     assert all("still processing" in str(resolution) for resolution in first)
     assert len(await records(inflight)) == 2  # looked at again next time
     upstream.statuses = {"linking": "completed", "failing": "failed"}
     upstream.listed = {"kb": {"linking"}}
-    second = await recover(inflight, upstream, OWNER)
+    second = await recover(inflight, upstream, OWNER, timings=NO_SETTLE)
     assert upstream.deleted == ["failing"]
     assert upstream.unlinked == [("kb", "failing")]  # with what it may have left in the base's index
     assert {resolution.kept for resolution in second} == {"linking", None}
@@ -266,7 +268,7 @@ async def test_a_file_whose_attach_open_webui_may_still_run_is_left_until_the_at
     assert (upstream.deleted, [r.kept for r in second if not r.processing]) == ([], ["landing"])
     clock[0] += 61  # past the attach's due time, not past the margin for the journal's write before it
     assert (await recover(inflight, upstream, OWNER))[0].processing
-    clock[0] += journal_module.UPDATE_SECONDS
+    clock[0] += giveup.UPDATE_SECONDS
     (third,) = await recover(inflight, upstream, OWNER)
     assert (upstream.deleted, third.processing) == (["refused"], False)
     assert upstream.unlinked == []  # an upload that named no base: nothing of it is in the base's index
@@ -280,9 +282,9 @@ async def test_an_attach_from_another_host_is_given_the_clock_slack_too(tmp_path
         Record("r", OWNER, "kb", "a.md", 5, "0" * 64, clock[0], 0.0, "elsewhere", 1, "1", "f", attach_by=clock[0] + 120)
     )
     upstream = FakeUpstream()
-    clock[0] += 120 + journal_module.UPDATE_SECONDS + 1
+    clock[0] += 120 + giveup.UPDATE_SECONDS + 1
     assert (await recover(inflight, upstream, OWNER))[0].processing  # its clock may be behind this one
-    clock[0] += journal_module.CLOCK_SLACK_SECONDS
+    clock[0] += giveup.CLOCK_SLACK_SECONDS
     assert not (await recover(inflight, upstream, OWNER))[0].processing
     assert upstream.deleted == ["f"]
 
@@ -331,7 +333,7 @@ async def test_a_record_without_its_writers_deadline_waits_the_hour(tmp_path: Pa
         )
     )
     upstream = FakeUpstream(statuses={"stuck": "processing"})
-    clock[0] += settle_module.ABANDONED_SECONDS - 60
+    clock[0] += giveup.ABANDONED_SECONDS - 60
     assert (await recover(inflight, upstream, OWNER))[0].processing
     clock[0] += 120
     (resolution,) = await recover(inflight, upstream, OWNER)
@@ -359,7 +361,6 @@ async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the
     """Open WebUI 0.10 links a self-linking upload, still "completed" from its own collection, before it indexes it
     into the base: until the file is marked as written to the base it is unfinished, not kept. A failure there ends
     it linked and "failed": deleted, which also unlinks it."""
-    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     for file_id in ("indexing", "failed-after-link"):
         with pytest.raises(RuntimeError):
@@ -368,12 +369,12 @@ async def test_an_upload_linked_before_it_is_indexed_into_the_base_waits_for_the
         listed={"kb": {"indexing", "failed-after-link"}},
         collections={"indexing": "file-indexing", "failed-after-link": "file-failed-after-link"},
     )
-    first = await recover(inflight, upstream, OWNER)
+    first = await recover(inflight, upstream, OWNER, timings=NO_SETTLE)
     assert [resolution.processing for resolution in first] == [True, True]
     assert upstream.deleted == []
     upstream.collections = {"failed-after-link": "file-failed-after-link"}  # "indexing" now marked with "kb"
     upstream.statuses = {"failed-after-link": "failed"}
-    second = await recover(inflight, upstream, OWNER)
+    second = await recover(inflight, upstream, OWNER, timings=NO_SETTLE)
     assert upstream.deleted == ["failed-after-link"]
     assert {resolution.kept for resolution in second} == {"indexing", None}
     assert await records(inflight) == []
@@ -388,7 +389,7 @@ async def test_a_listed_upload_never_marked_is_kept_after_an_hour(tmp_path: Path
         await abandon(inflight, "unmarked", links_itself=True, indexed_after_link=True)
     upstream = FakeUpstream(listed={"kb": {"unmarked"}}, collections={"unmarked": "file-unmarked"})
     assert (await recover(inflight, upstream, OWNER))[0].processing
-    clock[0] += settle_module.ABANDONED_SECONDS + 60
+    clock[0] += giveup.ABANDONED_SECONDS + 60
     (resolution,) = await recover(inflight, upstream, OWNER)
     assert resolution.kept == "unmarked"
     assert upstream.deleted == []
@@ -400,7 +401,6 @@ async def test_a_completed_unlisted_upload_that_is_processing_again_is_left_alon
 ) -> None:
     """0.11 to 0.12.3 call a self-linked upload "completed" a moment before they index it into the base and link it:
     looked at again after the settle, it is "processing", and not deleted."""
-    monkeypatch.setattr(settle_module, "_LINK_SETTLE_SECONDS", 0.0)
     inflight = journal(tmp_path)
     with pytest.raises(RuntimeError):
         await abandon(inflight, "indexing", links_itself=True)
@@ -411,7 +411,7 @@ async def test_a_completed_unlisted_upload_that_is_processing_again_is_left_alon
             return normalize.FileRecord(file_id, None, next(reads), None, f"file-{file_id}")
 
     upstream = Flipping()
-    (resolution,) = await recover(inflight, upstream, OWNER)
+    (resolution,) = await recover(inflight, upstream, OWNER, timings=NO_SETTLE)
     assert resolution.processing
     assert upstream.deleted == []
     assert len(await records(inflight)) == 1
@@ -643,14 +643,14 @@ async def test_the_start_looks_again_at_an_attach_open_webui_may_still_run(
 ) -> None:
     """Left at first (Open WebUI may still run the dead writer's attach), removed by the start's own second look once
     the attach's answer was due: no later write is needed to clean it up."""
-    monkeypatch.setattr(settle_module, "UPDATE_SECONDS", 0.0)
-    monkeypatch.setattr(runtime, "RECHECK_SECONDS", (0.05,))
     journal, owner = server_journal()
     now = time.time()
     host, pid = journal_module.this_host(), os.getpid()
-    dead = Record("r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, host, pid, "x", FILE, attach_by=now + 1)
+    # its attach's answer due a second from now, with the margin for the journal's write before it was sent
+    attach_by = now + 1 - giveup.UPDATE_SECONDS
+    dead = Record("r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, host, pid, "x", FILE, attach_by=attach_by)
     await journal._store.put(dead)
-    async with connect(upstream):
+    async with connect(upstream, timings=replace(FAST, recheck=(0.05,))):
         with anyio.fail_after(30):  # a hang guard
             while upstream.delete.call_count == 0:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
@@ -844,7 +844,7 @@ async def test_an_upload_that_links_itself_records_when_its_writer_gives_up_on_i
     assert record.past_processing(1_000_000.0 + 661, fallback_within=10**6)
     elsewhere = replace(record, host="another-host")
     assert not elsewhere.past_processing(1_000_000.0 + 661, fallback_within=1)
-    assert elsewhere.past_processing(1_000_000.0 + 660 + journal_module.CLOCK_SLACK_SECONDS + 1, fallback_within=1)
+    assert elsewhere.past_processing(1_000_000.0 + 660 + giveup.CLOCK_SLACK_SECONDS + 1, fallback_within=1)
     earlier_version = replace(record, process_by=0.0)
     assert earlier_version.past_processing(1_000_000.0 + 11, fallback_within=10)
     await inflight.aclose()

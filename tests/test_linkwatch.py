@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.giveup import Waits
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from tests.conftest import make_settings, mock_transport, new_router
 
@@ -58,7 +59,7 @@ async def test_a_file_linked_before_it_is_indexed_is_confirmed_only_once_marked_
     try:
         lists.link("f-1", "file-f-1")  # 0.10: linked, its own collection written, the base's not yet
         lists.pages_wanted = 3
-        waiting = asyncio.create_task(watch.linked("f-1", 30))
+        waiting = asyncio.create_task(watch.linked("f-1", Waits(answer=120, processing=30)))
         await lists.pages_read.wait()
         assert not waiting.done()
         lists.link("f-1", KB)
@@ -76,7 +77,7 @@ async def test_a_file_whose_indexing_into_the_base_failed_after_the_link_is_hand
     client, watch = await watched(lists)
     try:
         lists.link("f-1", "file-f-1", file_hash=None)
-        assert await watch.linked("f-1", 30) is None
+        assert await watch.linked("f-1", Waits(answer=120, processing=30)) is None
         assert (watch.confirmed, watch.handed_back) == (0, 1)
     finally:
         await client.aclose()
@@ -89,12 +90,12 @@ async def test_a_file_on_neither_list_once_is_looked_at_again_before_it_is_hande
     client, watch = await watched(lists)
     try:
         lists.pages_wanted = 1
-        waiting = asyncio.create_task(watch.linked("f-1", 30))
+        waiting = asyncio.create_task(watch.linked("f-1", Waits(answer=120, processing=30)))
         await lists.pages_read.wait()
         lists.link("f-1", KB)  # linked before the second look
         assert await waiting is not None
 
-        lost = await watch.linked("f-2", 30)  # on neither list, look after look
+        lost = await watch.linked("f-2", Waits(answer=120, processing=30))  # on neither list, look after look
         assert lost is None
         assert (watch.confirmed, watch.handed_back) == (1, 1)
     finally:
@@ -106,7 +107,7 @@ async def test_a_file_still_pending_is_not_looked_for_in_the_base() -> None:
     lists.pending = ["f-1"]
     client, watch = await watched(lists)
     try:
-        assert await watch.linked("f-1", 0.2) is None  # `within` ran out
+        assert await watch.linked("f-1", Waits(answer=120, processing=0.2)) is None  # the writer's wait ran out
         assert lists.reads["pending"] >= 2
         assert lists.reads["page"] == 0
     finally:
@@ -120,7 +121,7 @@ async def test_from_0_11_a_listed_file_is_confirmed_without_the_mark() -> None:
     client, watch = await watched(lists)
     try:
         lists.link("f-1", "file-f-1")
-        record = await watch.linked("f-1", 30)
+        record = await watch.linked("f-1", Waits(answer=120, processing=30))
         assert record is not None
         assert (watch.confirmed, watch.handed_back) == (1, 0)
     finally:

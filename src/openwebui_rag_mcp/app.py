@@ -293,9 +293,9 @@ class App:
         if self.inflight is None:
             return []
         async with self.recovering:  # one at a time: the start's and a first write's would settle the same records
-            resolutions = await recover(
-                self.inflight, ClientUpstream(self.client), self.uploads_owner(), self.locks.hold
-            )
+            upstream = ClientUpstream(self.client)
+            owner = self.uploads_owner()
+            resolutions = await recover(self.inflight, upstream, owner, self.locks.hold, self.settings.timings)
         for resolution in resolutions:  # one Open WebUI is still working on is looked at again: no warning each time
             log.log(logging.INFO if resolution.processing else logging.WARNING, "uploads in flight: %s", resolution)
         return resolutions
@@ -304,7 +304,7 @@ class App:
         """What `recover_uploads` would do now, doing none of it (a dry run)."""
         if self.inflight is None:
             return []
-        return await preview(self.inflight, ClientUpstream(self.client), self.uploads_owner())
+        return await preview(self.inflight, ClientUpstream(self.client), self.uploads_owner(), self.settings.timings)
 
     async def recover_uploads_quietly(self) -> list[Resolution]:
         """`recover_uploads` where its own failure must stop nothing (before a write, at start): then nothing."""

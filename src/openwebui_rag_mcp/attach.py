@@ -12,6 +12,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ToolFailure, unanswered, write_outcome
+from openwebui_rag_mcp.giveup import Waits, given_up_at
 from openwebui_rag_mcp.journal import Tracked
 from openwebui_rag_mcp.steps import discard, failed_at, listed_in, named_duplicate
 
@@ -91,9 +92,9 @@ async def outlived_attach(app: App, knowledge_id: str, file_id: str, tracked: Tr
     base and still unlisted after `Timings.link_wait` ("unlisted": the attach failed after indexing); or the time is
     up ("unknown", or "unreadable" when the base could not be read then). A failed read is looked at again."""
     if tracked is not None:  # should this process die while it looks, recovery waits as long
-        await tracked.attaching(app.settings.timeout)
+        await tracked.attaching(Waits.of(app.settings))
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + app.settings.timeout
+    deadline = given_up_at("answer", loop.time(), Waits.of(app.settings))
     marked_since: float | None = None
     listed_at = -app.settings.timings.list_read_every
     delay = app.settings.timings.poll_first

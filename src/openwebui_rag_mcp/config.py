@@ -77,6 +77,11 @@ class Timings:
     # How long a file Open WebUI calls "completed" (or marks written to the base) may take to show in its lists.
     link_wait: float = 10.0
     list_read_every: float = 5.0  # while an unanswered attach shows no mark: the base's list is the dearer read
+    # Recovery: a file that linked itself and is "completed" is looked at once more after this long all the same.
+    link_settle: float = 2.0
+    # The start looks again at what a dead process left that Open WebUI may still be working on: after these, then
+    # every last one.
+    recheck: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 60.0)
 
 
 @dataclass(frozen=True, slots=True)

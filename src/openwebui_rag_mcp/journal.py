@@ -24,14 +24,11 @@ import anyio
 
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.giveup import UPDATE_SECONDS, Waits, given_up_at
 
 log = logging.getLogger(__name__)
 
 ALIVE_SECONDS = 45.0  # a writer that has not renewed its records for this long is gone
-UPDATE_SECONDS = 5.0  # the most the end of a write waits for the journal
-# Files of the credential made this long before a record's start still count as its upload (clock skew between this
-# machine and Open WebUI's).
-CLOCK_SLACK_SECONDS = 120.0
 
 
 def _process_start(pid: int) -> str:
@@ -111,15 +108,25 @@ class Record:
         except (TypeError, ValueError):
             return None
 
+    def waits(self, fallback_within: float) -> Waits:
+        """The waits its writer had (`answer_by`, `process_by`); a record of an earlier version kept no processing
+        deadline: then `fallback_within` from its start."""
+        if not self.process_by:
+            return Waits(0.0, fallback_within)
+        return Waits(self.answer_by - self.started, self.process_by - self.answer_by)
+
     def processing_due(self, fallback_within: float) -> float:
         """When its writer would have given up waiting for its processing (`process_by`; for a record of an earlier
         version, its start plus `fallback_within`), with clock slack for a writer on another host."""
-        due = self.process_by or self.started + fallback_within
-        return due + (0.0 if self.host == this_host() else CLOCK_SLACK_SECONDS)
+        return given_up_at("lost", self.started, self.waits(fallback_within), elsewhere=self.elsewhere())
 
     def past_processing(self, now: float, fallback_within: float) -> bool:
         """Whether `now` is past `processing_due`."""
         return now > self.processing_due(fallback_within)
+
+    def elsewhere(self) -> bool:
+        """Whether its writer ran on another host (whose clock may disagree with this one's)."""
+        return self.host != this_host()
 
     def writer_gone(self, now: float) -> bool:
         if now > self.alive_until:
@@ -242,9 +249,9 @@ class Tracked:
         except Exception as error:
             log.warning("could not add file %s to the journal of uploads in flight (%s)", file_id, type(error).__name__)
 
-    async def attaching(self, answer_within: float) -> None:
-        """The attach is about to be sent (`answer_within`: OPENWEBUI_TIMEOUT). Best effort, as `uploaded`."""
-        self.record = replace(self.record, attach_by=self._journal.now() + answer_within)
+    async def attaching(self, waits: Waits) -> None:
+        """The attach is about to be sent. Best effort, as `uploaded`."""
+        self.record = replace(self.record, attach_by=given_up_at("answer", self._journal.now(), waits))
         try:
             await self._journal.save(self.record)
         except Exception as error:
@@ -306,6 +313,7 @@ class Inflight:
         settling (an error while removing its file again) leaves its record marked gone, for the next recovery.
         `marked`: the upload will carry UPLOAD_MARK with the record's id; `answer_within`: OPENWEBUI_TIMEOUT;
         `process_within`: OPENWEBUI_PROCESS_TIMEOUT, for an upload that links itself."""
+        waits = Waits(answer_within, process_within)
         pid, pid_start = _me()
         now = self._clock()
         record = Record(
@@ -321,10 +329,10 @@ class Inflight:
             pid=pid,
             pid_start=pid_start,
             marked=marked,
-            answer_by=now + answer_within,
+            answer_by=given_up_at("answer", now, waits),
             links_itself=links_itself,
             indexed_after_link=indexed_after_link,
-            process_by=now + answer_within + process_within if links_itself else 0.0,
+            process_by=given_up_at("lost", now, waits) if links_itself else 0.0,
         )
         try:
             await self._store.put(record)

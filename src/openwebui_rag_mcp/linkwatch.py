@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.giveup import Waits, given_up_at
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +82,12 @@ class LinkWatch:
             else:
                 answer.set_result(None)
 
-    async def linked(self, file_id: str, within: float) -> normalize.FileRecord | None:
+    async def linked(self, file_id: str, waits: Waits) -> normalize.FileRecord | None:
         """The file as the base lists it once it is linked; None when the writer must look for itself: the file
         left the pending list without showing among the base's newest documents, the lists could not be read, or
-        `within` seconds passed."""
+        the writer's wait for its processing is over (`giveup`)."""
         loop = asyncio.get_running_loop()
+        within = given_up_at("processing", loop.time(), waits) - loop.time()
         waiting = _Waiting(loop.time(), loop.create_future())
         self._waiting[file_id] = waiting
         if self._task is None or self._task.done():

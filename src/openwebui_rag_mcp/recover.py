@@ -20,7 +20,9 @@ async def recover_command(
         assert app.inflight is not None
         owner = app.uploads_owner()
         try:
-            resolutions = await recover(app.inflight, ClientUpstream(app.client), owner, app.locks.hold)
+            resolutions = await recover(
+                app.inflight, ClientUpstream(app.client), owner, app.locks.hold, app.settings.timings
+            )
             running = await app.inflight.records(owner)
             others = [name for name in await app.inflight.owners() if name != owner]
         except Exception as error:

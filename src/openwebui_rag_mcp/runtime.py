@@ -63,10 +63,6 @@ async def running_app(
         await inflight.aclose()
 
 
-# How long a start waits before it looks again at what a dead process left that Open WebUI may still be working on.
-RECHECK_SECONDS = (5.0, 10.0, 20.0, 40.0, 60.0)  # then every minute
-
-
 async def _start(app: App, recover: bool) -> None:
     """Warm the client up; then, with a key of its own, settle what a dead process with that key left in flight:
     what Open WebUI may still be working on (an attach the dead process sent, an upload that links itself) is looked
@@ -75,8 +71,9 @@ async def _start(app: App, recover: bool) -> None:
     # Never in read-only mode: a server the operator made read-only deletes nothing, even what it once left.
     if not (recover and app.settings.api_key.get_secret_value() and not app.settings.read_only):
         return
-    waits = iter(RECHECK_SECONDS)
+    recheck = app.settings.timings.recheck
+    waits = iter(recheck)
     while True:
         if not any(resolution.processing for resolution in await app.recover_uploads_quietly()):
             return
-        await asyncio.sleep(next(waits, RECHECK_SECONDS[-1]))
+        await asyncio.sleep(next(waits, recheck[-1]))

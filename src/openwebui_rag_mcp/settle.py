@@ -13,8 +13,10 @@ from typing import Any, Protocol
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.errors import ToolFailure, unanswered
-from openwebui_rag_mcp.journal import CLOCK_SLACK_SECONDS, UPDATE_SECONDS, Inflight, Record, this_host
+from openwebui_rag_mcp.giveup import ABANDONED_SECONDS, CLOCK_SLACK_SECONDS, given_up_at
+from openwebui_rag_mcp.journal import Inflight, Record
 from openwebui_rag_mcp.normalize import UPLOAD_MARK  # the record's id in the upload metadata
 
 
@@ -34,12 +36,6 @@ class Upstream(Protocol):
 
 # Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
 _STILL_PROCESSING = frozenset({"pending", "processing"})
-# A file that linked itself and is "completed" is in its base's lists; looked at once more after a moment all the same.
-_LINK_SETTLE_SECONDS = 2.0
-# An upload that links itself still "pending" or "processing" this long after it began is a background task Open WebUI
-# lost (a restart drops them, and the status never changes again): then it is deleted. Only for what keeps no writer's
-# deadline of its own (`_given_up_at`).
-ABANDONED_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +62,25 @@ class Resolution:
 
 
 Hold = Callable[[str], AbstractAsyncContextManager[object]]
+_DEFAULT_TIMINGS = Timings()
 
 
-async def resolve(inflight: Inflight, upstream: Upstream, record: Record, hold: Hold | None = None) -> Resolution:
+async def resolve(
+    inflight: Inflight,
+    upstream: Upstream,
+    record: Record,
+    hold: Hold | None = None,
+    timings: Timings = _DEFAULT_TIMINGS,
+) -> Resolution:
     """Settle one record whose writer is gone; the record is dropped unless something could not be told. Under the
     base's write lock (`hold`), so no write attaches the file between the look at the base and the deletion."""
     async with hold(record.knowledge_id) if hold is not None else contextlib.nullcontext():
-        return await _resolve(inflight, upstream, record)
+        return await _resolve(inflight, upstream, record, timings)
 
 
-async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dry: bool = False) -> Resolution:
+async def _resolve(
+    inflight: Inflight, upstream: Upstream, record: Record, timings: Timings, *, dry: bool = False
+) -> Resolution:
     """`dry`: decide as ever, but delete nothing and drop no record (the resolution says what would be done)."""
     try:
         candidates: list[str | None] = [record.file_id]
@@ -105,18 +110,27 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dr
             ):
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
                 unfinished = listed is True  # linked, its vectors not yet written to the base (0.10)
-            if unfinished and inflight.now() <= _given_up_at(record, listed):
+            # Taken for lost (and removed below) only once its writer would have given up on it.
+            lost_at = given_up_at(
+                "lost",
+                record.started,
+                record.waits(ABANDONED_SECONDS),
+                elsewhere=record.elsewhere(),
+                listed=bool(listed),
+            )
+            if unfinished and inflight.now() <= lost_at:
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is None:
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
-            if listed is False and inflight.now() < record.attach_by + _attach_margin(record):
+            attach_lost_at = given_up_at("attach", record.attach_by, record.waits(0.0), elsewhere=record.elsewhere())
+            if listed is False and inflight.now() < attach_lost_at:
                 # Deleting it now could leave the base's vectors of it with no document, and before 0.6.42 its attach
                 # would then rewrite the base's list over whatever was attached since.
                 why = "its attach was sent and Open WebUI may still be running it; looked at later"
                 return Resolution(record, tuple(deleted), kept, why, processing=True)
             if listed is False and status == "completed":
-                await asyncio.sleep(_LINK_SETTLE_SECONDS)
+                await asyncio.sleep(timings.link_settle)
                 # 0.11 to 0.12.3 call it "completed" a moment before they index it into the base: looked at again.
                 if (await upstream.file_record(file_id)).status in _STILL_PROCESSING:
                     why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
@@ -145,17 +159,6 @@ async def _resolve(inflight: Inflight, upstream: Upstream, record: Record, *, dr
     return Resolution(record, tuple(deleted), kept)
 
 
-def _given_up_at(record: Record, listed: bool | None) -> float:
-    """When an upload that links itself and is still unfinished is taken for a task Open WebUI lost in a restart: once
-    past the time its own writer would have given up on its processing (as `sync` takes it), or, for a record of an
-    earlier version that keeps no such time, ABANDONED_SECONDS after it began. One the base lists (0.10 links before it
-    indexes into the base) waits the hour all the same, as with BYPASS_EMBEDDING_AND_RETRIEVAL Open WebUI never marks
-    it and it is then kept."""
-    if listed:
-        return record.started + ABANDONED_SECONDS
-    return record.processing_due(ABANDONED_SECONDS)
-
-
 async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
     """Whether a running write of the same credential is uploading a file of the record's name and bytes."""
     now = inflight.now()
@@ -165,11 +168,6 @@ async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
         and (other.filename, other.size, other.sha256) == (record.filename, record.size, record.sha256)
         for other in await inflight.records(record.owner)
     )
-
-
-def _attach_margin(record: Record) -> float:
-    """Beyond the attach's due time: the journal write before it was sent, and the clocks of two hosts."""
-    return UPDATE_SECONDS + (0.0 if record.host == this_host() else CLOCK_SLACK_SECONDS)
 
 
 def _file_id(item: Mapping[str, Any]) -> str | None:
@@ -203,14 +201,18 @@ def _made_by(item: Mapping[str, Any], record: Record) -> bool:
     return isinstance(created, int | float) and record.started - CLOCK_SLACK_SECONDS <= created <= latest
 
 
-async def recover(inflight: Inflight, upstream: Upstream, owner: str, hold: Hold | None = None) -> list[Resolution]:
+async def recover(
+    inflight: Inflight, upstream: Upstream, owner: str, hold: Hold | None = None, timings: Timings = _DEFAULT_TIMINGS
+) -> list[Resolution]:
     """Resolve every record of `owner` whose writer is gone (each under its base's write lock, with `hold`)."""
-    return [await resolve(inflight, upstream, record, hold) for record in await inflight.gone(owner)]
+    return [await resolve(inflight, upstream, record, hold, timings) for record in await inflight.gone(owner)]
 
 
-async def preview(inflight: Inflight, upstream: Upstream, owner: str) -> list[Resolution]:
+async def preview(
+    inflight: Inflight, upstream: Upstream, owner: str, timings: Timings = _DEFAULT_TIMINGS
+) -> list[Resolution]:
     """What `recover` would do now with every record of `owner` whose writer is gone, doing none of it (a dry run)."""
-    return [await _resolve(inflight, upstream, record, dry=True) for record in await inflight.gone(owner)]
+    return [await _resolve(inflight, upstream, record, timings, dry=True) for record in await inflight.gone(owner)]
 
 
 class ClientUpstream:

@@ -73,6 +73,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attached_files, dropped
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.giveup import Waits, given_up_at
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, open_folder, read_in, read_under
 from openwebui_rag_mcp.models import FileItem
@@ -817,7 +818,7 @@ class _Run:
         not waited for: the run removes what they left (`_read_base`'s `lost`, `_delete_lost`)."""
         loop = asyncio.get_running_loop()
         settings = self.app.settings
-        deadline = loop.time() + settings.process_timeout
+        deadline = given_up_at("processing", loop.time(), Waits.of(settings))
         said = told_overdue = False
         lost: set[str] = set()
         while True:

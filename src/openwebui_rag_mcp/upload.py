@@ -20,6 +20,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attach_file
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, ToolFailure
+from openwebui_rag_mcp.giveup import Waits, given_up_at
 from openwebui_rag_mcp.journal import Tracked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.normalize import UPLOAD_MARK
@@ -260,7 +261,7 @@ async def wait_processed(
         return "completed"
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + app.settings.process_timeout - waited
+    deadline = given_up_at("processing", started - waited, Waits.of(app.settings))
     timings = app.settings.timings
     delay = timings.poll_first if first_poll is None else min(max(first_poll, timings.poll_first), timings.poll_max)
     polls = 0
@@ -326,7 +327,7 @@ async def _process_and_attach(
         try:
             lease = await held.enter_async_context(app.locks.hold(knowledge_id))
             if tracked is not None:  # recovery then lets an attach Open WebUI may still be running end first
-                await tracked.attaching(app.settings.timeout)
+                await tracked.attaching(Waits.of(app.settings))
             lease.check()  # after the journal's write: the lease is checked as late as it can be
         except ToolFailure as failure:  # deleting the file again is safe without the lock: it is in no base
             raise await discard(app, file_id, failure, "attach") from None
@@ -358,7 +359,7 @@ async def _process_linked(
     if upload.options.watch is not None:
         await tell(progress, 2, 4, "processing")
         started = asyncio.get_running_loop().time()
-        listed = await upload.options.watch.linked(file_id, app.settings.process_timeout)
+        listed = await upload.options.watch.linked(file_id, Waits.of(app.settings))
         waited = asyncio.get_running_loop().time() - started
         # Listed and marked as written to the base, so linked and indexed; a hash of some text, so it has a text (a
         # hash of none, or none at all, and the text is read back as below).
@@ -369,7 +370,7 @@ async def _process_linked(
         status, processed_after = await _timed_processing(app, release, uploaded, progress, upload, waited)
         settled = False
         if not release.completes_when_linked:
-            left = app.settings.process_timeout - processed_after
+            left = given_up_at("processing", -processed_after, Waits.of(app.settings))  # from now on
             settled = await _settled_in_base(app, release, knowledge_id, file_id, upload.filename, left)
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":
