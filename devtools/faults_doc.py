@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tests.faultstub import FILE, FILE_OTHER, KB, KB_OTHER, KB_THIRD
+from tests.support.faults import TIMEOUT
 from tests.test_controls import BAD_INPUTS, CONTROL_CASES
-from tests.test_faults import FAULT_CASES, HANG_ONLY, TIMEOUT, TOOLS, FaultCase, Outcome
+from tests.test_faults import FAULT_CASES, HANG_ONLY, TOOLS, FaultCase, Outcome
 from tests.test_secrets_stdio import TOUR
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "faults.md"

@@ -21,7 +21,7 @@ from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.writes import add_file
 from tests.conftest import make_settings, mock_transport, new_router
-from tests.test_writes import FILE, KB, Upstream, answer, full_file
+from tests.support.writes import FILE, KB, Upstream, answer, full_file
 
 pytestmark = pytest.mark.anyio
 

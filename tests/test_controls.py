@@ -45,7 +45,7 @@ from tests.faultstub import (
     FakeOpenWebUI,
     Lane,
 )
-from tests.test_faults import ENV, Slot, conforms, fast_sessions
+from tests.support.faults import ENV, Slot, conforms, fast_sessions
 
 pytestmark = pytest.mark.anyio
 

@@ -21,21 +21,18 @@ import logging
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp import Client
-from mcp.client.session import ClientSession
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import MAX_RESPONSE_BYTES
-from openwebui_rag_mcp.config import ALIASES
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
 from tests import faultstub
@@ -52,17 +49,13 @@ from tests.faultstub import (
     answer,
     page,
 )
+from tests.support.faults import ENV, TIMEOUT, Slot, conforms, fast_sessions
 
 pytestmark = pytest.mark.anyio
 
-# OPENWEBUI_TIMEOUT of the cases that are about a timeout (a hang, a drip). The requests before the faulted one must
-# still fit in it on a busy 2-core machine, where one second was seen to be too little.
-TIMEOUT = 5
-# OPENWEBUI_TIMEOUT of every other case: only a hang may run into it, so a slow machine never turns a fault's
-# answer into a timeout. What those cases check is the answer, never how fast it came (a 64 MiB read, say).
+# OPENWEBUI_TIMEOUT of every case not about a timeout (those take TIMEOUT): only a hang may run into it, so a slow
+# machine never turns a fault's answer into a timeout. What those cases check is the answer, never how fast it came.
 HANG_ONLY = 120.0
-# No CA bundle per session (fast); every tool offered, knowledge_delete_base too.
-ENV = {"OPENWEBUI_TIMEOUT": str(TIMEOUT), "OPENWEBUI_VERIFY_TLS": "false", "OPENWEBUI_ALLOW_DELETE_BASE": "true"}
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "faults.md"
 
@@ -362,22 +355,6 @@ FAULT_CASES: list[FaultCase] = [
 # -- the servers: one per tool and transport, built once (building one costs more than a call) ---------------------
 
 
-class Slot(httpx.AsyncBaseTransport):
-    """The respx transport of one tool's server: answers from the lane the running test put in it."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.transport: httpx.MockTransport | None = None
-
-    def use(self, lane: Lane) -> Lane:
-        self.transport = lane.transport(self.url)
-        return lane
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert self.transport is not None
-        return await self.transport.handle_async_request(request)
-
-
 _SLOTS: dict[str, Slot] = {}
 _SERVERS: dict[tuple[str, str, float], MCPServer[App]] = {}
 
@@ -390,41 +367,10 @@ def server_for(kind: str, url: str, timeout: float = TIMEOUT) -> MCPServer[App]:
     return _SERVERS[kind, url, timeout]
 
 
-# -- sessions: the SDK client compiles every output schema again in every new session, which costs five times the
-# call itself. Here the schemas are compiled once and every successful result is still checked against them.
-
-_VALIDATORS: dict[str, Any] = {}
-
-
-async def _skip_per_session_validation(self: ClientSession, name: str, result: CallToolResult) -> None:
-    return None
-
-
-@contextmanager
-def fast_sessions() -> Iterator[None]:
-    """New sessions skip the SDK's per-session schema compilation; `conforms` checks results instead."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ClientSession, "validate_tool_result", _skip_per_session_validation)
-        yield
-
-
 @pytest.fixture(autouse=True, scope="module")
 def compiled_output_schemas() -> Iterator[None]:
     with fast_sessions():
         yield
-
-
-async def conforms(tool: str, structured: object) -> None:
-    """`structured` matches the output schema `tool` declares, or for an alias (which lists none) its tool's
-    (compiled once per tool)."""
-    if not _VALIDATORS:
-        jsonschema = pytest.importorskip("jsonschema")
-        for listed in await create_server(make_settings(OPENWEBUI_ALLOW_DELETE_BASE="true")).list_tools():
-            assert (listed.output_schema is None) == (listed.name in ALIASES), listed.name
-            if listed.output_schema is not None:
-                schema = listed.output_schema
-                _VALIDATORS[listed.name] = jsonschema.validators.validator_for(schema)(schema)
-    _VALIDATORS[ALIASES.get(tool, tool)].validate(structured)
 
 
 @pytest.fixture(scope="module")

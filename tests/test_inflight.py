@@ -31,7 +31,7 @@ from openwebui_rag_mcp.journal import FileJournal, Inflight, Record, default_dir
 from openwebui_rag_mcp.recover import recover_command
 from openwebui_rag_mcp.settle import ClientUpstream, preview, recover
 from tests.conftest import API_KEY, FAST, make_settings, mock_transport, new_router
-from tests.test_writes import (
+from tests.support.writes import (
     FILE,
     KB,
     Upstream,

@@ -19,7 +19,7 @@ from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.models import FileAdded
 from openwebui_rag_mcp.steps import no_progress
 from tests.conftest import make_settings, mock_transport, new_router
-from tests.test_writes import DUPLICATE, FILE, KB, NO_PERMISSION, OTHER, Upstream, answer, full_file, upload_metadata
+from tests.support.writes import DUPLICATE, FILE, KB, NO_PERMISSION, OTHER, Upstream, answer, full_file, upload_metadata
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import pytest
 
 from openwebui_rag_mcp import writes
 from tests.conftest import FAST, new_router
-from tests.test_writes import (
+from tests.support.writes import (
     FILE,
     KB,
     REMOVED_AGAIN,

@@ -22,7 +22,7 @@ from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.server import create_server
 from tests.conftest import FAST, make_settings, mock_transport, new_router
-from tests.test_writes import (
+from tests.support.writes import (
     FILE,
     KB,
     REMOVED_AGAIN,
