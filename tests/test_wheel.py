@@ -1,14 +1,16 @@
-"""Packaging: the wheel builds, installs into a clean virtual environment, and its console script serves MCP.
+"""Packaging: the sdist and wheel build, the wheel installs into a clean virtual environment, and its console script
+serves MCP.
 
-Builds the wheel with ``pip wheel . --no-deps`` (hatchling comes from PyPI in build isolation), installs it with its
-dependencies from PyPI into a fresh ``python -m venv``, and drives the installed ``openwebui-rag-mcp`` over stdio with
-raw JSON-RPC, pointed at a closed port: ``initialize`` and ``tools/list`` need no Open WebUI.
+Builds both with ``python -m build`` (the wheel from the sdist; hatchling comes from PyPI in build isolation),
+installs the wheel with its dependencies from PyPI into a fresh ``python -m venv``, and drives the installed
+``openwebui-rag-mcp`` over stdio with raw JSON-RPC, pointed at a closed port: ``initialize`` and ``tools/list`` need no
+Open WebUI.
 
 Marked ``wheel``: it needs pip and a package index, so ``devtools.check`` runs it as its own step, outside the unit
 suite (which runs with no index and a dead proxy). Not live, but slow the first time (30 to 60 s, mostly pip). The
 wheel is reproducible (hatchling pins the file dates), so the virtual environment is cached per wheel hash under the
-system temporary directory and later runs only build the wheel again (about 5 s). uv and pipx are not installed on
-the CI machine, so ``uvx``/``pipx run`` are not exercised here.
+system temporary directory and later runs only build the artifacts again (about 10 s). The installs users make with
+``uvx`` and ``pipx``, against a real Open WebUI, are in the live tier (tests/live/test_live_release.py).
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ import email.parser
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import socket
-import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -33,45 +34,15 @@ import pytest
 
 from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.config import ALIASES, DEFAULT_TOOLS, variables_help
+from tests.artifacts import Artifacts, build, clean_env, run
 from tests.rawstdio import RawStdio
 
 pytestmark = pytest.mark.wheel
 
-ROOT = Path(__file__).resolve().parent.parent
 VENV_CACHE = Path(tempfile.gettempdir()) / "openwebui-rag-mcp-wheel-venvs"
 STALE_SECONDS = 2 * 24 * 3600
 LIMIT = 30.0  # seconds for any one answer from the server
 INSTALL_TIMEOUT = 300.0
-
-
-def _run(cmd: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    """Run ``cmd``; fail the test with its output if it fails. Returns stdout."""
-    try:
-        result = subprocess.run(
-            cmd,
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"`{' '.join(cmd)}` took more than {timeout:.0f} s: {exc.output!r} {exc.stderr!r}", pytrace=False)
-    if result.returncode != 0:
-        pytest.fail(
-            f"`{' '.join(cmd)}` exited with {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n"
-            f"--- stderr\n{result.stderr[-3000:]}",
-            pytrace=False,
-        )
-    return result.stdout
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """A minimal environment, as an MCP client gives its server: no PYTHONPATH, nothing from the dev venv."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
-    return {**env, **extra}
 
 
 @contextlib.contextmanager
@@ -86,12 +57,13 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(out)], timeout=INSTALL_TIMEOUT)
-    wheels = sorted(out.glob("*.whl"))
-    assert [w.name for w in wheels] == [f"openwebui_rag_mcp-{__version__}-py3-none-any.whl"]
-    return wheels[0]
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
+    return build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def wheel(artifacts: Artifacts) -> Path:
+    return artifacts.wheel
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +75,9 @@ def venv(wheel: Path) -> Path:
     with _lock(VENV_CACHE / f"{digest}.lock"):
         if not marker.exists():
             shutil.rmtree(target, ignore_errors=True)
-            _run([sys.executable, "-m", "venv", str(target)], timeout=120)
+            run([sys.executable, "-m", "venv", str(target)], timeout=120)
             python = str(target / "bin" / "python")
-            _run(
+            run(
                 [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
                 timeout=INSTALL_TIMEOUT,
             )
@@ -147,18 +119,31 @@ def test_wheel_holds_the_package_and_its_metadata(wheel: Path) -> None:
     assert "openwebui-rag-mcp = openwebui_rag_mcp.__main__:main" in entry_points
 
 
+def test_sdist_holds_the_sources_and_builds_the_wheel(artifacts: Artifacts) -> None:
+    top = f"openwebui_rag_mcp-{__version__}"
+    with tarfile.open(artifacts.sdist) as archive:
+        names = {name.removeprefix(f"{top}/") for name in archive.getnames()}
+        pkg_info = archive.extractfile(f"{top}/PKG-INFO")
+        assert pkg_info is not None
+        metadata = email.parser.Parser().parsestr(pkg_info.read().decode())
+    assert {"pyproject.toml", "README.md", "LICENSE", "src/openwebui_rag_mcp/__init__.py"} <= names
+    assert (metadata["Name"], metadata["Version"]) == ("openwebui-rag-mcp", __version__)
+    # No local state travels: the virtual environment, Open WebUI's data and .env files stay out.
+    assert not [name for name in names if name.split("/")[0] in (".venv", ".local-openwebui", ".env", ".env.local")]
+
+
 # -- the installed script ----------------------------------------------------------------------------------------
 
 
 def test_installed_script_prints_the_version(venv: Path, tmp_path: Path) -> None:
     script = venv / "bin" / "openwebui-rag-mcp"
     assert script.exists()
-    out = _run([str(script), "--version"], timeout=30, cwd=tmp_path, env=clean_env())
+    out = run([str(script), "--version"], timeout=30, cwd=tmp_path, env=clean_env())
     assert out.strip() == f"openwebui-rag-mcp {__version__}"
     # The installed copy lists the variables declared in config.py (generated, so nothing is left behind).
-    assert variables_help() in _run([str(script), "--help"], timeout=30, cwd=tmp_path, env=clean_env())
+    assert variables_help() in run([str(script), "--help"], timeout=30, cwd=tmp_path, env=clean_env())
     # The code that runs is the installed copy, not the source tree.
-    where = _run(
+    where = run(
         [str(venv / "bin" / "python"), "-c", "import openwebui_rag_mcp; print(openwebui_rag_mcp.__file__)"],
         timeout=30,
         cwd=tmp_path,
