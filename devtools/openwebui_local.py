@@ -879,6 +879,23 @@ def share_read(inst: Instance, knowledge_id: str, user: User) -> None:
         )
 
 
+def unshare(inst: Instance, knowledge_id: str, user: User) -> None:
+    """Make the admin's base ``knowledge_id`` private again (shared with nobody), then check through ``user``'s own
+    key that Open WebUI no longer lists it for them. The same routes as ``share_read``: 0.8+ an empty
+    ``access_grants``; before 0.8 ``access_control: {}`` through ``/update`` (with the unchanged ``data``)."""
+    with client(inst) as http:
+        if version_parts(inst.version) >= ACCESS_GRANTS:
+            _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/access/update", json={"access_grants": []}))
+        else:
+            base = _json_or_raise(http.get(f"/api/v1/knowledge/{knowledge_id}"))
+            body = {"name": base["name"], "description": base["description"], "access_control": {}}
+            if "data" in base:
+                body["data"] = base["data"]
+            _json_or_raise(http.post(f"/api/v1/knowledge/{knowledge_id}/update", json=body))
+    if knowledge_id in knowledge_ids(inst, user.api_key):
+        raise RuntimeError(f"unsharing {knowledge_id} from {user.email} did not work: the user still lists it")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # CLI
 

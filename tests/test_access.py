@@ -142,18 +142,73 @@ async def test_a_listing_warms_the_check(router: respx.Router) -> None:
 
 
 async def test_what_the_key_can_read_is_read_again_after_a_short_time(router: respx.Router) -> None:
-    """Access revoked in Open WebUI stops reaching retrieval once the remembered answer expires."""
+    """Where Open WebUI's retrieval checks access itself (0.9+), the remembered answer spares a listing per search;
+    access revoked in Open WebUI stops reaching retrieval once it expires (and retrieval refuses it meanwhile)."""
     clock = Clock()
-    listing, query = upstream(router, "0.6.5", [MINE, SHARED])
+    listing, query = upstream(router, "0.12.4", [MINE, SHARED])
     async with app_for(router, clock) as app:
         await tools.search(app, "bananas", knowledge_ids=[SHARED])
-        listing.respond(json=[{"id": MINE, "name": "mine"}])  # SHARED unshared from this key's user
+        listing.respond(json={"items": [{"id": MINE, "name": "mine"}], "total": 1})  # SHARED unshared
         clock.now += 10
         await tools.search(app, "bananas", knowledge_ids=[SHARED])  # still remembered
         clock.now += 25
         failure = await refused(app, [SHARED])
     assert failure.code == "not_found"
     assert query.call_count == 2
+
+
+# -- issue 41, item 1: before 0.9 (no access check in retrieval) a remembered "may read" never lets a search through
+
+
+@pytest.mark.parametrize("old_release", ["0.6.5", "0.8.12", "a-fork"])
+async def test_a_revoked_share_is_refused_at_once_where_retrieval_checks_nothing(
+    router: respx.Router, old_release: str
+) -> None:
+    """Open WebUI before 0.9 would search a base for anyone: the named bases are confirmed readable by every search,
+    one listing with the caller's own credential, so the search right after a share is revoked is refused."""
+    listing, query = upstream(router, old_release, [MINE, SHARED])
+    paged = old_release != "0.6.5"
+    async with app_for(router) as app:
+        with acting_as("the-users-key"):
+            await tools.search(app, "bananas", knowledge_ids=[SHARED])
+            items = [{"id": MINE, "name": "mine"}]  # the admin stops sharing SHARED with this user
+            listing.respond(json={"items": items, "total": 1} if paged else items)
+            failure = await refused(app, [SHARED])
+            await tools.search(app, "bananas", knowledge_ids=[MINE])  # what is still shared is still searched
+    assert failure.code == "not_found"
+    assert query.call_count == 2
+    assert SHARED not in json.loads(query.calls.last.request.content)["collection_names"]
+    assert listing.call_count == 3  # one listing a search, none more
+    assert {call.request.headers["Authorization"] for call in listing.calls} == {"Bearer the-users-key"}
+
+
+async def test_a_search_of_every_base_lists_them_afresh_on_every_release(router: respx.Router, release: str) -> None:
+    listing, query = upstream(router, release, [MINE, SHARED])
+    async with app_for(router) as app:
+        await tools.search(app, "bananas")
+        listing.respond(json=[{"id": MINE}] if release == "0.6.5" else {"items": [{"id": MINE}], "total": 1})
+        result = await tools.search(app, "bananas")
+    assert result.knowledge_ids == [MINE]
+    assert json.loads(query.calls.last.request.content)["collection_names"] == [MINE]
+
+
+@pytest.mark.parametrize("allowlist", [False, True])
+async def test_a_document_no_longer_readable_is_refused_at_once_where_retrieval_checks_nothing(
+    router: respx.Router, allowlist: bool
+) -> None:
+    """A search by `file_ids` before 0.9 asks the Files API (which checks access on every release) each time; the
+    allowlist's remembered listing of what its bases hold only narrows, it never stands in for that."""
+    _, query = upstream(router, "0.6.5", [MINE])
+    router.get(f"/api/v1/knowledge/{MINE}").respond(json={"id": MINE, "files": [{"id": A_FILE, "meta": {}}]})
+    reads = router.get(f"/api/v1/files/{A_FILE}").respond(json={"id": A_FILE, "filename": "a.md", "data": {}})
+    env = {"OPENWEBUI_KNOWLEDGE_IDS": MINE} if allowlist else {}
+    async with app_for(router, None, **env) as app:
+        await tools.search(app, "bananas", file_ids=[A_FILE])
+        reads.respond(404, json={"detail": "We could not find what you're looking for :/"})  # access revoked
+        with pytest.raises(ToolFailure) as caught:
+            await tools.search(app, "bananas", file_ids=[A_FILE])
+    assert caught.value.code == "not_found"
+    assert query.call_count == 1
 
 
 async def test_a_base_shared_a_moment_ago_is_found_at_once(router: respx.Router) -> None:

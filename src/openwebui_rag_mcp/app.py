@@ -369,15 +369,17 @@ class App:
 
         Open WebUI's retrieval endpoint checks no access before 0.9 (and unknown names before 0.9.6), so a key could
         search a private base it cannot list. Every id must be allowed and among the bases the Knowledge API shows
-        this key; a remembered answer is used first and read again once before an id is refused. Refused ids get
-        one answer, `not_found`, whether they exist or not.
+        this key. Where retrieval checks access itself, a remembered answer is used first and read again once before
+        an id is refused; where it does not, every search lists the bases afresh (a share revoked a moment ago must
+        not answer). Refused ids get one answer, `not_found`, whether they exist or not.
         """
         bases = list(dict.fromkeys(self.check_base(knowledge_id) for knowledge_id in knowledge_ids))
         if not bases:
             return bases
-        readable = await self.readable.get(self.client)
-        if all(base in readable for base in bases):
-            return bases
+        if (await self.client.release()).retrieval_checks_access:
+            readable = await self.readable.get(self.client)
+            if all(base in readable for base in bases):
+                return bases
         readable = await self.readable.get(self.client, fresh=True)
         missing = [base for base in bases if base not in readable]
         if not missing:
@@ -411,16 +413,20 @@ class App:
         """The documents to hand to Open WebUI's retrieval (as `file-<id>` collections), after checking that the key
         can read each one.
 
-        Under an allowlist a document must be in an allowed base. Otherwise the Files API must let this key read
-        it (it checks access on every release): searching a document then reveals nothing its full text does not.
-        Refused ids get one answer, `not_found`, whether they exist or not. The documents read to check are put in
-        `bodies`, where given, so their citations need not read them again.
+        Under an allowlist a document must be in an allowed base. The Files API must let this key read it (it
+        checks access on every release): searching a document then reveals nothing its full text does not. Where
+        Open WebUI's retrieval checks access itself, that verdict (and the allowlist's alone) is remembered briefly;
+        where it does not, the Files API is asked on every search, since a remembered "may read" would outlive a
+        revoked share. Refused ids get one answer, `not_found`, whether they exist or not. The documents read to
+        check are put in `bodies`, where given, so their citations need not read them again.
         """
         files = list(dict.fromkeys(check_id(file_id, "file_id") for file_id in file_ids))
+        remembered = (await self.client.release()).retrieval_checks_access
         if self.allowed_bases() is not None:
             for file_id in files:
                 await self.check_file(file_id)
-            return files
+            if remembered:
+                return files
 
         credential = self.client.credential_key()
         now = time.monotonic()
@@ -429,7 +435,7 @@ class App:
         async def readable(file_id: str) -> bool:
             nonlocal kept
             seen = self.readable_files.get((credential, file_id))
-            if seen is not None and now - seen < READABLE_TTL_SECONDS:
+            if remembered and seen is not None and now - seen < READABLE_TTL_SECONDS:
                 return True
             try:
                 body = await self.client.file(file_id)

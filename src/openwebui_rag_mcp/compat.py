@@ -30,6 +30,11 @@ CONTENT_SEARCH = (0, 9, 6)
 # name each document's folder (`directory_path`, "a/b") from 0.12.0 (0.10.2's and 0.12.4's source).
 FOLDERS = (0, 9, 6)
 FOLDER_PATHS = (0, 12, 0)
+# POST /retrieval/query/collection checks the caller's read access on a base's collection from 0.9.0 (CHANGELOG 0.9.0,
+# #23635 / #23627; unknown names denied from 0.9.6). Before, any verified user could search any base by id (0.8.x
+# checks `file-*` collections only; seen live through this server on 0.6.5 and 0.8.12). Below it, a remembered
+# "may read" never stands in for Open WebUI's check: every base and document a search hands on is asked afresh.
+RETRIEVAL_CHECKS_ACCESS = (0, 9, 0)
 PRIVATE_BY_DEFAULT = (0, 8, 0)  # access_grants: a base created without grants is private; access_control is ignored
 # file/add links a file through the knowledge_file table (0.6.41's join table, paged API from 0.6.42). Before, it
 # rewrote the base's `data.file_ids` (read-modify-write), so a concurrent change could drop a file it acknowledged.
@@ -91,6 +96,12 @@ class Release:
         """Document lists name each document's folder. An unreadable version is not taken to: a fork without them
         would make every synced file look moved."""
         return self.known and self.parts >= FOLDER_PATHS
+
+    @property
+    def retrieval_checks_access(self) -> bool:
+        """Open WebUI's retrieval refuses a base or document the caller may not read. Fails safe: an unreadable
+        version is taken to check nothing."""
+        return self.known and self.parts >= RETRIEVAL_CHECKS_ACCESS
 
     @property
     def private_by_default(self) -> bool:

@@ -167,3 +167,29 @@ def test_sync_writes_only_where_the_key_may(
     added = run_sync(inst, folder, bases.own, api_key=key)
     assert (added.code, added.summary["added"]) == (0, 3), added.lines
     assert len(owui.files_of(inst, bases.own) - own_before) == 3, added.lines
+
+
+async def test_a_revoked_share_is_refused_at_the_next_search(live_openwebui: Instance, live_user: User) -> None:
+    """Issue 41, item 1: the admin shares a base read-only with the user, the user searches it (by base and by
+    document) through one server process, the admin stops sharing it, and the user's next search naming it is
+    refused at once, within the 30 s the server remembers what a key can read. Before 0.9 Open WebUI's retrieval
+    would answer it: the server asks afresh; from 0.9 Open WebUI refuses it itself."""
+    inst, tag = live_openwebui, uuid.uuid4().hex[:8]
+    mark = f"revokeword{tag}"
+    base = owui.create_knowledge(inst, f"admin-revoked-{tag}", "shared, then not", private=True)
+    file_id = owui.upload_text(inst, "revoked.md", f"# Revoked\n\nThe {mark} paragraph about lighthouses.")
+    owui.add_file(inst, base, file_id)
+    owui.share_read(inst, base, live_user)
+    by_base = {"query": f"{mark} lighthouses", "knowledge_ids": [base]}
+    by_file = {"query": f"{mark} lighthouses", "file_ids": [file_id]}
+
+    async with stdio_session(inst, api_key=live_user.api_key) as server:
+        for arguments in (by_base, by_file):
+            found = await server.ok("knowledge_search", arguments)
+            assert mark in json.dumps(found, ensure_ascii=False), found
+        owui.unshare(inst, base, live_user)  # checks the user's own listing leaves it out now
+        for arguments in (by_base, by_file):
+            is_error, body = await server.call("knowledge_search", arguments)
+            assert mark not in json.dumps(body, ensure_ascii=False), f"a revoked share still answered: {body}"
+            assert is_error, body
+            assert body["code"] in ("not_found", "forbidden"), body
