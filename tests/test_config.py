@@ -281,6 +281,7 @@ def test_defaults_that_are_not_one_value() -> None:
         "OPENWEBUI_MCP_ALLOWED_ORIGINS": "loopback only",
         "REDIS_URL": "unset: locks per process",
         "OPENWEBUI_UPLOAD_DIRS": "none: only content_base64",
+        "OPENWEBUI_ALLOW_URL_ADDS": "true, or false in HTTP service mode",
         "RAG_SCORE_THRESHOLD": "retired",
     }
     assert load_settings(VALID).knowledge_ids is None

@@ -5,6 +5,8 @@ knowledge_add; an existing file is attached only when the caller can read it, an
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -27,6 +29,38 @@ PAGE_URL = "https://docs.example.com/guide/install?lang=en"
 PAGE_TEXT = "Install\n\nRun the installer, then sign in.\n"
 CHAT_FILE = "9e8d7c6b-5a49-4382-9716-05f4e3d2c1b0"  # a chat upload the caller owns
 CHAT_TEXT = "Minutes of the meeting\n\nThe budget was approved.\n"
+
+
+# What names resolve to, here: the unit suite asks no DNS server (issue 41, item 2).
+NAMES = {
+    "docs.example.com": ["93.184.216.34", "2606:2800:220:1::1"],
+    "localhost": ["127.0.0.1", "::1"],
+    "intranet.example.com": ["10.20.30.40"],
+    "rebinding.example.com": ["93.184.216.34", "192.168.1.10"],  # one public address is not enough
+    "metadata.example.com": ["169.254.169.254"],
+    "six.example.com": ["2606:2800:220:1::1", "fd12:3456::1"],
+}
+
+
+class Resolver:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.delay = 0.0
+
+    def __call__(self, host: str) -> list[str]:
+        self.asked.append(host)
+        if self.delay:
+            time.sleep(self.delay)
+        if host not in NAMES:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return NAMES[host]
+
+
+@pytest.fixture(autouse=True)
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Resolver:
+    stub = Resolver()
+    monkeypatch.setattr(remote, "resolve_host", stub)
+    return stub
 
 
 @pytest.fixture
@@ -86,7 +120,8 @@ async def test_a_page_is_fetched_without_indexing_and_added_as_a_document(upstre
     )
     assert added.filename == "docs_example_com_guide_install.md"
     metadata = upload_metadata(upstream.upload.calls.last.request)
-    assert (metadata["source"], metadata["title"]) == (PAGE_URL, added.title)
+    # The stored source keeps no query string or fragment: they may carry a token (issue 41, item 2).
+    assert (metadata["source"], metadata["title"]) == ("https://docs.example.com/guide/install", added.title)
     assert upstream.file_text == PAGE_TEXT
     assert upstream.requests().index("POST /api/v1/retrieval/process/web") < upstream.requests().index(
         "POST /api/v1/files/"
@@ -138,11 +173,123 @@ async def test_no_page_is_fetched_for_a_base_the_key_may_only_read(upstream: Ups
 async def test_open_webui_refusing_the_address_is_said_with_its_switch(upstream: Upstream) -> None:
     detail = "The URL you provided is invalid. Please double-check and try again."
     upstream.fetch.respond(400, json={"detail": detail})  # type: ignore[attr-defined]
-    failure = await refused(upstream, page("http://127.0.0.1:8081/page.html"))
+    failure = await refused(upstream, page("http://127.0.0.1:8081/page.html"), OPENWEBUI_URL_ALLOW_PRIVATE="true")
     assert (failure.stage, failure.outcome) == ("fetch", "not_applied")
     assert detail in failure.message
     assert "ENABLE_RAG_LOCAL_WEB_FETCH" in failure.message
     assert upstream.upload.call_count == 0
+
+
+# -- issue 41, item 2: no address that is or resolves to a private one is handed to Open WebUI's fetch ------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8081/page.html",
+        "http://127.1/",  # inet_aton's short forms
+        "http://2130706433/",
+        "http://0x7f.0.0.1/",
+        "http://0177.0.0.1/",
+        "http://[::1]/",
+        "http://0.0.0.0/",
+        "http://[::]/",
+        "http://10.1.2.3/",
+        "http://172.16.5.4/",
+        "http://192.168.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.64.0.7/",  # CGNAT
+        "http://[fd00::1]/",  # unique-local
+        "http://[fe80::1]/",  # link-local
+        "http://[fec0::1]/",  # site-local
+        "http://[::ffff:127.0.0.1]/",  # IPv4-mapped
+        "http://[::ffff:a00:1]/",
+        "http://[64:ff9b::a00:1]/",  # NAT64 of 10.0.0.1
+        "http://[2002:a9fe:a9fe::1]/",  # 6to4 of 169.254.169.254
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",  # Teredo of 127.0.0.1
+        "http://224.0.0.251/",  # multicast
+        "http://[ff02::1]/",
+        "http://240.0.0.1/",  # reserved
+        "http://255.255.255.255/",
+        "http://192.0.2.1/",  # documentation
+        "http://localhost:8080/admin",
+        "http://LOCALHOST./",
+        "https://intranet.example.com/wiki",
+        "https://rebinding.example.com/",
+        "https://metadata.example.com/latest",
+        "https://six.example.com/",
+    ],
+)
+async def test_a_private_address_is_refused_before_anything_is_sent(upstream: Upstream, url: str) -> None:
+    failure = await refused(upstream, page(url))
+    assert (failure.code, failure.outcome, failure.request_sent) == ("forbidden", "not_applied", False)
+    assert "OPENWEBUI_URL_ALLOW_PRIVATE" in failure.message
+    assert upstream.requests() == []
+
+
+async def test_a_name_that_does_not_resolve_or_not_in_time_is_refused(
+    upstream: Upstream, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unknown = await refused(upstream, page("https://nowhere.example.org/"))
+    monkeypatch.setattr(remote, "RESOLVE_SECONDS", 0.05)
+    resolver.delay = 0.5
+    slow = await refused(upstream, page(PAGE_URL))
+    for failure in (unknown, slow):
+        assert (failure.code, failure.outcome) == ("forbidden", "not_applied")
+        assert "resolve" in failure.message
+    assert upstream.requests() == []
+
+
+async def test_a_public_name_is_fetched_and_every_address_was_checked(upstream: Upstream, resolver: Resolver) -> None:
+    await add(upstream, page())
+    assert resolver.asked == ["docs.example.com"]
+    assert upstream.fetch.call_count == 1  # type: ignore[attr-defined]
+
+
+async def test_the_operator_may_allow_private_addresses(upstream: Upstream, resolver: Resolver) -> None:
+    added = await add(upstream, page("http://127.0.0.1:8081/page.html"), OPENWEBUI_URL_ALLOW_PRIVATE="true")
+    assert added.file_id == FILE
+    assert resolver.asked == []
+
+
+async def test_url_adds_can_be_switched_off(upstream: Upstream, resolver: Resolver) -> None:
+    failure = await refused(upstream, page(), OPENWEBUI_ALLOW_URL_ADDS="false")
+    assert (failure.code, failure.outcome, failure.request_sent) == ("forbidden", "not_applied", False)
+    assert "OPENWEBUI_ALLOW_URL_ADDS" in failure.message
+    assert upstream.requests() == []
+    assert resolver.asked == []
+    attached = await add(upstream, existing(), OPENWEBUI_ALLOW_URL_ADDS="false")  # other sources are unaffected
+    assert attached.file_id == CHAT_FILE
+
+
+def test_url_adds_are_off_by_default_only_in_service_mode() -> None:
+    service = {"OPENWEBUI_MCP_TRANSPORT": "streamable-http", "OPENWEBUI_MCP_AUTH": "service"}
+    tokens = {"OPENWEBUI_MCP_TOKENS": "a-long-service-token-0123456789"}
+    assert make_settings().allow_url_adds is True
+    assert make_settings(OPENWEBUI_MCP_TRANSPORT="streamable-http").allow_url_adds is True
+    assert make_settings(**service, **tokens).allow_url_adds is False
+    assert make_settings(**service, **tokens, OPENWEBUI_ALLOW_URL_ADDS="true").allow_url_adds is True
+    assert make_settings().url_allow_private is False
+
+
+@pytest.mark.parametrize(
+    ("url", "metadata", "stored"),
+    [
+        ("https://docs.example.com/a?token=s3cret#part", None, "https://docs.example.com/a"),
+        ("https://docs.example.com/a#frag", None, "https://docs.example.com/a"),
+        ("https://docs.example.com/a?token=s3cret", {"source": "intranet wiki"}, "intranet wiki"),
+    ],
+)
+async def test_the_stored_source_drops_the_query_string_unless_given(
+    upstream: Upstream, url: str, metadata: dict[str, str] | None, stored: str
+) -> None:
+    async with app_for(upstream) as app:
+        await remote.add_file(app, KB, page(url), None, metadata, no_progress)
+    sent = upload_metadata(upstream.upload.calls.last.request)
+    assert sent["source"] == stored
+    assert "s3cret" not in json.dumps(sent)
+    fetched = json.loads(upstream.fetch.calls.last.request.content)  # type: ignore[attr-defined]
+    assert fetched == {"url": url}  # Open WebUI fetches the address as given
 
 
 async def test_a_page_without_text_uploads_nothing(upstream: Upstream) -> None:

@@ -120,6 +120,8 @@ class Settings:
     lease_seconds: float = 30.0
     upload_dirs: tuple[str, ...] = ()
     upload_max_bytes: int = 10 * 1024 * 1024
+    allow_url_adds: bool = True
+    url_allow_private: bool = False
     warnings: tuple[str, ...] = ()
     timings: Timings = Timings()
 
@@ -366,6 +368,12 @@ def _service_tokens(reading: _Reading, variable: Variable) -> tuple[SecretStr, .
     return tuple(SecretStr(token) for token in tokens)
 
 
+def _allow_url_adds(reading: _Reading, variable: Variable) -> bool:
+    # In service mode a page would be fetched with the operator's key for callers who hold no Open WebUI account.
+    service = reading.values.get("transport") == "streamable-http" and reading.values.get("auth_mode") == "service"
+    return _flag_value(reading, variable.name, not service)
+
+
 def _redis_url(reading: _Reading, variable: Variable) -> SecretStr | None:
     raw = reading.text(variable.name)
     if not raw:
@@ -547,6 +555,20 @@ VARIABLES: tuple[Variable, ...] = (
         1,
         1_073_741_824,
         integer=True,
+    ),
+    Variable(
+        "OPENWEBUI_ALLOW_URL_ADDS",
+        "allow_url_adds",
+        "whether knowledge_add_file may have Open WebUI fetch a web page (url)",
+        _allow_url_adds,
+        note="true, or false in HTTP service mode",
+    ),
+    Variable(
+        "OPENWEBUI_URL_ALLOW_PRIVATE",
+        "url_allow_private",
+        "true: knowledge_add_file's url may be, or resolve to, a loopback, private, link-local or other non-public "
+        "address",
+        _flag,
     ),
     Variable(
         "RAG_SCORE_THRESHOLD",

@@ -3,12 +3,17 @@
 
 Both keep the guarantees of the other write tools (one base's write lock, a stage and an outcome on failure, nothing
 orphaned, duplicates named). A fetched page becomes an ordinary text document, uploaded and attached like
-`knowledge_add`'s. An attached file is the caller's own: it is never deleted here, whatever fails.
+`knowledge_add`'s. An attached file is the caller's own: it is never deleted here, whatever fails. A page's address
+must be public, and every address its name resolves to here too, before Open WebUI is asked anything: its own check
+has let private addresses through (redirects, IPv6 forms) and resolves the name again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import re
+import socket
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import replace
@@ -36,6 +41,19 @@ from openwebui_rag_mcp.upload import Upload, extracted_text, upload_to_base, wai
 from openwebui_rag_mcp.writes import TEXT_MAX_CHARS, TITLE_MAX_CHARS, check_metadata, check_text, safe_filename
 
 URL_MAX_CHARS = 2_048
+# How long a page's host name may take to resolve before the add is refused (the resolver runs in a worker thread).
+RESOLVE_SECONDS = 5.0
+# Numeric hosts that `inet_aton` reads as IPv4 (127.1, 2130706433, 0x7f.1, 0177.0.0.1) though `ipaddress` does not.
+_SHORT_IPV4 = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}")
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, RFC 8215) and IPv4-compatible.
+_EMBEDDING_V4 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("::/96"),
+)
+_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+_UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 async def add_file(
@@ -57,6 +75,14 @@ async def add_file(
             )
         return await attach_existing(app, knowledge_id, check_id(source.file_id, "file_id"), progress)
     if source.url is not None:
+        if not app.settings.allow_url_adds:
+            raise ToolFailure(
+                "forbidden",
+                "adding a web page by url is switched off on this server (OPENWEBUI_ALLOW_URL_ADDS); fetch the page "
+                "yourself and add its text with knowledge_add, or its bytes with content_base64. Nothing was changed",
+                outcome="not_applied",
+                request_sent=False,
+            )
         if source.filename is not None:
             raise invalid_argument("filename goes with content_base64; a page's title is `title`")
         if title is not None:
@@ -83,6 +109,93 @@ def check_url(url: str) -> str:
     return url
 
 
+def resolve_host(host: str) -> list[str]:
+    """Every address `host` resolves to here (blocking: it runs in a worker thread)."""
+    return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)))
+
+
+def _literal(host: str) -> Address | None:
+    """The address a host written as one means, in every form a resolver would read it."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if _SHORT_IPV4.fullmatch(host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def not_public(address: Address) -> str | None:
+    """Why `address` is not a public one (None when it is), looking inside IPv6 forms that carry an IPv4 one."""
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+        if inner is None and any(address in prefix for prefix in _EMBEDDING_V4) and int(address) > 1:
+            inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if inner is not None and (why := not_public(inner)):
+            return f"an IPv6 form of {inner}, {why}"
+    checks = (
+        (address.is_unspecified, "unspecified"),
+        (address.is_loopback, "loopback"),
+        (address.is_link_local, "link-local"),
+        (isinstance(address, ipaddress.IPv4Address) and address in _CGNAT, "shared (CGNAT, 100.64.0.0/10)"),
+        (isinstance(address, ipaddress.IPv6Address) and address in _UNIQUE_LOCAL, "unique-local (fc00::/7)"),
+        (isinstance(address, ipaddress.IPv6Address) and address.is_site_local, "site-local"),
+        (address.is_multicast, "multicast"),
+        (address.is_private, "private"),
+        (address.is_reserved, "reserved"),
+        (not address.is_global, "not a public address"),
+    )
+    return next((why for failed, why in checks if failed), None)
+
+
+def _private(host: str, why: str) -> ToolFailure:
+    return ToolFailure(
+        "forbidden",
+        f"url's host {host!r} {why}; this server hands Open WebUI only public addresses to fetch (an operator "
+        "who wants local or private ones sets OPENWEBUI_URL_ALLOW_PRIVATE=true). Nothing was sent",
+        outcome="not_applied",
+        request_sent=False,
+    )
+
+
+async def check_public(url: str, allow_private: bool) -> None:
+    """Refuse a page whose host is, or resolves to, an address that is not public, before anything is sent: every
+    address the name resolves to here must be public (a name may resolve differently to Open WebUI, which resolves
+    it again; that gap is its own check's)."""
+    if allow_private:
+        return
+    host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".")
+    literal = _literal(host)
+    if literal is not None:
+        addresses: list[Address] = [literal]
+    else:
+        try:
+            with anyio.fail_after(RESOLVE_SECONDS):
+                found = await anyio.to_thread.run_sync(resolve_host, host, abandon_on_cancel=True)
+            addresses = [ipaddress.ip_address(item.split("%")[0]) for item in found]
+        except TimeoutError:
+            raise _private(host, f"did not resolve within {RESOLVE_SECONDS:g} s, so it could not be checked") from None
+        except (OSError, UnicodeError, ValueError) as error:
+            said = error.strerror if isinstance(error, OSError) and error.strerror else type(error).__name__
+            raise _private(host, f"could not be resolved here to check it ({said})") from None
+        if not addresses:
+            raise _private(host, "resolved to no address here, so it could not be checked")
+    for address in addresses:
+        why = not_public(address)
+        if why is not None:
+            shown = "is" if literal is not None else f"resolves to {address}, which is"
+            raise _private(host, f"{shown} {why}")
+
+
+def without_query(url: str) -> str:
+    """`url` without its query string and fragment, which may carry a token: what is stored as a page's source."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
 def title_of(url: str) -> str:
     """A document title for a page fetched without one given: its host and path (a query string may carry a signed
     token, and the title also names the file)."""
@@ -99,6 +212,7 @@ async def add_web_page(
     progress: Progress,
 ) -> FileAdded:
     url = check_url(url)
+    await check_public(url, app.settings.url_allow_private)
     release = await read_release(app, "fetch")
     if not release.fetch_without_indexing:
         raise ToolFailure(
@@ -140,7 +254,10 @@ async def add_web_page(
     shown_title = title or title_of(url)
     filename = safe_filename(shown_title)
     upload = Upload(
-        filename, text.encode(), "text/markdown", {**extra, "title": shown_title, "source": extra.get("source", url)}
+        filename,
+        text.encode(),
+        "text/markdown",
+        {**extra, "title": shown_title, "source": extra.get("source", without_query(url))},
     )
     added = await upload_to_base(app, knowledge_id, upload, progress, text=text, tool="knowledge_add_file")
     return FileAdded(

@@ -88,12 +88,34 @@ def fetching_openwebui(live_openwebui: Instance, tmp_path_factory: pytest.TempPa
         owui.stop(instance)
 
 
+# Pages on loopback are what these tests fetch; the server refuses them unless its operator allows them (issue 41).
+ALLOW_PRIVATE = {"OPENWEBUI_URL_ALLOW_PRIVATE": "true"}
+
+
+async def test_the_server_refuses_a_local_page_before_asking_open_webui(live_openwebui: Instance) -> None:
+    """Issue 41, item 2: by default a loopback page (as a literal, and as a name) never reaches Open WebUI's fetch,
+    whatever Open WebUI's own check would do."""
+    inst, tag = live_openwebui, uuid.uuid4().hex[:8]
+    base = owui.create_knowledge(inst, f"url-private-{tag}", "no local pages", private=True)
+    before = owui.file_ids(inst)
+    with Pages(f"phrase {tag}") as pages:
+        async with stdio_session(inst) as admin:
+            for url in (pages.url, pages.url.replace("127.0.0.1", "localhost")):
+                is_error, body = await admin.call("knowledge_add_file", {"knowledge_id": base, "url": url})
+                assert is_error, body
+                assert (body["code"], body["outcome"]) == ("forbidden", "not_applied"), body
+                assert "OPENWEBUI_URL_ALLOW_PRIVATE" in body["message"], body
+    assert pages.requests == []
+    assert owui.files_of(inst, base) == set()
+    assert owui.file_ids(inst) == before
+
+
 async def test_a_production_default_refuses_a_local_page_and_nothing_is_left(live_openwebui: Instance) -> None:
     inst, tag = live_openwebui, uuid.uuid4().hex[:8]
     base = owui.create_knowledge(inst, f"url-refused-{tag}", "no local pages", private=True)
     before = owui.file_ids(inst)
     with Pages(f"phrase {tag}") as pages:
-        async with stdio_session(inst) as admin:
+        async with stdio_session(inst, **ALLOW_PRIVATE) as admin:  # Open WebUI's own default refuses it then
             is_error, body = await admin.call("knowledge_add_file", {"knowledge_id": base, "url": pages.url})
     assert is_error, body
     assert (body["stage"], body["outcome"]) == ("fetch", "not_applied"), body
@@ -111,7 +133,7 @@ async def test_a_page_becomes_a_document_once(fetching_openwebui: Instance) -> N
     base = owui.create_knowledge(inst, f"url-{tag}", "pages", private=True)
     phrase = f"Zebra-{tag} lives here"
     with Pages(phrase) as pages:
-        async with stdio_session(inst) as admin:
+        async with stdio_session(inst, **ALLOW_PRIVATE) as admin:
             first = await admin.call("knowledge_add_file", {"knowledge_id": base, "url": pages.url})
             if not fetches(inst):
                 assert first[0], first
@@ -146,7 +168,7 @@ async def test_a_user_gets_no_page_fetched_into_a_base_it_cannot_change(
     shared = owui.create_knowledge(inst, f"url-shared-{tag}", "read-only for the user", private=True)
     owui.share_read(inst, shared, live_user)
     with Pages(f"phrase {tag}") as pages:
-        async with stdio_session(inst, api_key=live_user.api_key) as user:
+        async with stdio_session(inst, api_key=live_user.api_key, **ALLOW_PRIVATE) as user:
             hidden = await user.call("knowledge_add_file", {"knowledge_id": private, "url": pages.url})
             read_only = await user.call("knowledge_add_file", {"knowledge_id": shared, "url": pages.url})
     for is_error, body in (hidden, read_only):
