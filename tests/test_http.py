@@ -5,6 +5,7 @@ guard rails, health endpoints, Host checks and the body limit, over both MCP pro
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -22,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from openwebui_rag_mcp import web
-from openwebui_rag_mcp.config import Settings, load_settings
+from openwebui_rag_mcp.config import ConfigError, Settings, load_settings
 from openwebui_rag_mcp.web import build_app
 from tests.conftest import BASE_URL, mock_transport, new_router
 
@@ -103,23 +104,15 @@ async def serving(router: respx.Router, **env: str) -> AsyncIterator[str]:
 @asynccontextmanager
 async def serving_at(router: respx.Router, clock: Callable[[], float], **env: str) -> AsyncIterator[str]:
     """`serving`, with the credential check's clock."""
-    port = free_port()
-    settings = settings_for(**env)
-    config = uvicorn.Config(
-        build_app(settings, transport=mock_transport(router), clock=clock),
-        host="127.0.0.1",
-        port=port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-    )
+    settings = dataclasses.replace(settings_for(**env), host="127.0.0.1", port=free_port())
+    config = web.uvicorn_config(settings, build_app(settings, transport=mock_transport(router), clock=clock))
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:
             assert not task.done(), "uvicorn stopped while starting"
             await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{settings.port}"
     finally:
         server.should_exit = True
         await task
@@ -355,6 +348,43 @@ async def test_failed_credentials_are_limited_per_client_without_asking_open_web
         assert answer.status_code == 429
         assert 1 <= int(answer.headers["retry-after"]) <= web.FAILURE_WINDOW_SECONDS
     assert (still_admitted.status_code, elsewhere.status_code, later.status_code) == (200, 200, 200)
+
+
+async def test_one_stale_token_retried_does_not_lock_out_others_behind_the_same_address() -> None:
+    """Issue 41, item 3: behind Open WebUI's own MCP connection or a proxy every caller shares one address; one
+    stale token retried for minutes is one refused credential, not one a retry, so others are still checked."""
+    router = openwebui()
+    now = [1000.0]
+    async with serving_at(router, lambda: now[0]) as base:
+        for _ in range(3 * web.FAILURES_PER_CLIENT):
+            answer = await post_mcp(base, {"Authorization": f"Bearer {STRANGER}"})
+            assert answer.status_code == 401
+            now[0] += web.REFUSED_SECONDS  # each retry is asked of Open WebUI again
+        newcomer = await post_mcp(base, {"Authorization": f"Bearer {BOB}"})  # never admitted before
+    assert newcomer.status_code == 200
+    assert credential_checks(router).count(STRANGER) == 3 * web.FAILURES_PER_CLIENT
+
+
+async def test_a_forwarded_address_is_believed_only_from_a_trusted_front_end() -> None:
+    """X-Forwarded-For names the client only when the connection comes from OPENWEBUI_MCP_TRUSTED_PROXIES (here
+    not loopback, where the test connects from): otherwise every guess counts against the connection's address."""
+    router = openwebui()
+    async with serving(router, OPENWEBUI_MCP_TRUSTED_PROXIES="10.9.0.0/16") as base:
+        for number in range(web.FAILURES_PER_CLIENT):
+            forwarded = {"X-Forwarded-For": f"10.3.0.{number}"}
+            answer = await post_mcp(base, {"Authorization": f"Bearer sk-guess-{number:020d}", **forwarded})
+            assert answer.status_code == 401
+        limited = await post_mcp(base, {"Authorization": f"Bearer {BOB}", "X-Forwarded-For": "10.4.0.1"})
+    assert limited.status_code == 429
+
+
+def test_trusted_front_ends_are_addresses_or_networks() -> None:
+    assert settings_for().trusted_proxies == ("127.0.0.1",)
+    both = settings_for(OPENWEBUI_MCP_TRUSTED_PROXIES="10.0.0.0/8, fd00::1")
+    assert both.trusted_proxies == ("10.0.0.0/8", "fd00::1")
+    with pytest.raises(ConfigError) as caught:
+        settings_for(OPENWEBUI_MCP_TRUSTED_PROXIES="proxy.example.com,10.0.0.0/33")
+    assert any("OPENWEBUI_MCP_TRUSTED_PROXIES" in problem for problem in caught.value.problems)
 
 
 async def test_failed_credentials_are_limited_overall(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,6 +115,7 @@ class Settings:
     service_tokens: tuple[SecretStr, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ("127.0.0.1",)
     max_body_bytes: int = 16 * 1024 * 1024
     redis_url: SecretStr | None = None
     lease_seconds: float = 30.0
@@ -201,6 +202,8 @@ def _show(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
     return str(value)
 
 
@@ -345,6 +348,25 @@ def _text(reading: _Reading, variable: Variable) -> str:
 
 def _list(reading: _Reading, variable: Variable) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_names(reading, variable.name)))
+
+
+def _networks(reading: _Reading, variable: Variable) -> tuple[str, ...]:
+    import ipaddress
+
+    given = _list(reading, variable)
+    if not given:
+        return tuple(_default_of(variable))
+    bad = []
+    for entry in given:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            bad.append(entry)
+    if bad:
+        reading.problems.append(
+            f"{variable.name} must list IP addresses or networks (CIDR, e.g. 10.0.0.0/8), got {', '.join(bad)}"
+        )
+    return given
 
 
 SERVICE_TOKEN_MIN_CHARS = 16
@@ -517,6 +539,12 @@ VARIABLES: tuple[Variable, ...] = (
         "HTTP: Origin header values accepted besides loopback, e.g. https://chat.example.com",
         _list,
         note="loopback only",
+    ),
+    Variable(
+        "OPENWEBUI_MCP_TRUSTED_PROXIES",
+        "trusted_proxies",
+        "HTTP: comma-separated addresses or networks (CIDR) of front ends whose X-Forwarded-For names the client",
+        _networks,
     ),
     _number(
         "OPENWEBUI_MCP_MAX_BODY_BYTES",

@@ -19,9 +19,11 @@ read-only mode and disabled tools apply to every caller; a caller may narrow its
 `X-OpenWebUI-Read-Only: true` header (writes refused), never widen it.
 
 Everything that costs nothing is checked before a credential is: Host and Origin, the header's words, the token's
-characters. Failed checks are limited per client address and overall, so guessing tokens neither costs Open WebUI a
-request each nor goes on without end. Browser clients of an allowed origin are served (CORS, no cookies: the
-credential is the bearer header).
+characters. Distinct refused credentials are limited per client address and overall, so guessing tokens neither
+costs Open WebUI a request each nor goes on without end, while one stale token retried does not lock out everyone
+behind the same address (Open WebUI's own MCP connection, a proxy). The client address is the connection's, or the
+`X-Forwarded-For` of a front end the operator trusts (`OPENWEBUI_MCP_TRUSTED_PROXIES`). Browser clients of an
+allowed origin are served (CORS, no cookies: the credential is the bearer header).
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ import json
 import logging
 import math
 import time
-from collections import deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import httpx
 from mcp.server.transport_security import TransportSecuritySettings
@@ -51,6 +53,9 @@ from openwebui_rag_mcp.client import acting_as
 from openwebui_rag_mcp.config import _FALSE, _TRUE, Settings  # the configuration's words for yes and no
 from openwebui_rag_mcp.errors import ToolFailure
 
+if TYPE_CHECKING:
+    import uvicorn
+
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("openwebui_rag_mcp.access")
 
@@ -58,12 +63,13 @@ MCP_PATH = "/mcp"
 READ_ONLY_HEADER = "x-openwebui-read-only"
 # A credential Open WebUI accepted is trusted this long without asking again; a refused one is refused this long.
 ACCEPTED_SECONDS = 60.0
-KNOWN_SECONDS = 3600.0  # a credential accepted this recently is still checked while failed checks are limited
+KNOWN_SECONDS = 3600.0  # a credential accepted within the hour is still checked while failed checks are limited
 REFUSED_SECONDS = 5.0
 REMEMBERED_MAX = 10_000
-# Failed credential checks allowed per minute, from one client address and from all: enough for people mistyping,
-# little for guessing; past them a caller waits (429) and Open WebUI is not asked. A credential once accepted is not
-# held up (it is remembered), so guessing from elsewhere does not lock out callers already checked.
+# Distinct credentials refused per minute, from one client address and from all: enough for people mistyping, little
+# for guessing; past them a new credential waits (429) and Open WebUI is not asked. The same credential refused again
+# counts once (a stale token retried by a client guesses nothing), and a credential accepted within the hour is not
+# held up, so guessing from elsewhere does not lock out callers already checked.
 FAILURE_WINDOW_SECONDS = 60
 FAILURES_PER_CLIENT = 10
 FAILURES_OVERALL = 300
@@ -92,35 +98,51 @@ class Verdict(NamedTuple):
     retry_after: int = 0  # seconds, when limited
 
 
+class Refusals:
+    """Distinct credentials (by hash, never the token) refused in the last minute, each at its latest refusal."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.latest: OrderedDict[str, float] = OrderedDict()  # oldest refusal first
+
+    def add(self, key: str, now: float) -> None:
+        self.latest.pop(key, None)
+        self.latest[key] = now
+        while len(self.latest) > self.limit:
+            self.latest.popitem(last=False)
+
+    def wait(self, now: float, window: float) -> float:
+        """Seconds until the oldest refusal leaves the window, when the limit is reached; else 0."""
+        while self.latest and now - next(iter(self.latest.values())) >= window:
+            self.latest.popitem(last=False)
+        return next(iter(self.latest.values())) + window - now if len(self.latest) >= self.limit else 0.0
+
+
 class FailureBudget:
-    """Failed credential checks in the last minute, per client address and overall."""
+    """Distinct refused credentials in the last minute, per client address and overall."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._window = FAILURE_WINDOW_SECONDS
-        self._by_client: dict[str, deque[float]] = {}
-        self._overall: deque[float] = deque(maxlen=FAILURES_OVERALL)
+        self._by_client: dict[str, Refusals] = {}
+        self._overall = Refusals(FAILURES_OVERALL)
 
     def wait(self, client: str, *, overall: bool) -> int:
-        """Seconds until `client` may fail again (0: now). `overall`: the budget of all clients counts too."""
+        """Seconds until `client` may be refused a new credential (0: now). `overall`: all clients' count too."""
         now = self._clock()
-        queues = [self._by_client.get(client, deque()), *([self._overall] if overall else [])]
-        waits = [times[0] + self._window - now for times in queues if self._full(times, now)]
+        budgets = [self._by_client.get(client, Refusals(FAILURES_PER_CLIENT)), *([self._overall] if overall else [])]
+        waits = [wait for budget in budgets if (wait := budget.wait(now, self._window)) > 0]
         return max(1, math.ceil(max(waits))) if waits else 0
 
-    def spend(self, client: str) -> None:
+    def spend(self, client: str, key: str) -> None:
+        """`key` (a credential's hash) was refused to `client` now."""
         now = self._clock()
-        times = self._by_client.pop(client, None) or deque(maxlen=FAILURES_PER_CLIENT)
-        times.append(now)
-        self._by_client[client] = times  # last spent, last evicted
-        self._overall.append(now)
+        budget = self._by_client.pop(client, None) or Refusals(FAILURES_PER_CLIENT)
+        budget.add(key, now)
+        self._by_client[client] = budget  # last spent, last evicted
+        self._overall.add(key, now)
         while len(self._by_client) > REMEMBERED_MAX:
             del self._by_client[next(iter(self._by_client))]
-
-    def _full(self, times: deque[float], now: float) -> bool:
-        while times and now - times[0] >= self._window:
-            times.popleft()
-        return times.maxlen is not None and len(times) >= times.maxlen
 
 
 class Admission:
@@ -158,7 +180,7 @@ class Admission:
                 log.warning("could not check a caller's credential with Open WebUI: %s", failure.code)
                 return Verdict("unreachable")
             accepted = False
-            self._failures.spend(client)
+            self._failures.spend(client, key)
         self._verdicts.pop(key, None)
         self._verdicts[key] = (self._clock(), accepted)
         while len(self._verdicts) > REMEMBERED_MAX:
@@ -174,7 +196,7 @@ class Admission:
         wait = self._failures.wait(client, overall=False)
         if wait:
             return Verdict("limited", wait)
-        self._failures.spend(client)
+        self._failures.spend(client, presented)
         return Verdict("refused")
 
     def _accepted_lately(self, key: str) -> bool:
@@ -444,23 +466,30 @@ def build_app(
     return app
 
 
+def uvicorn_config(settings: Settings, app: ASGIApp) -> uvicorn.Config:
+    """How uvicorn serves `app`: the client address is the connection's, or the `X-Forwarded-For` of a front end in
+    OPENWEBUI_MCP_TRUSTED_PROXIES (the failed-credential budget counts per client address)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,  # ours, without query strings or headers
+        proxy_headers=True,
+        forwarded_allow_ips=list(settings.trusted_proxies),
+        lifespan="on",
+        # the slowest write: processing, its attach, and as long again to see an unanswered attach end
+        timeout_graceful_shutdown=int(settings.process_timeout + 3 * settings.timeout),
+        server_header=False,
+    )
+
+
 def serve(settings: Settings) -> None:
     """Run the HTTP transport under uvicorn until SIGINT/SIGTERM; writes in flight are given time to finish."""
     import uvicorn
 
     if settings.log_level != "ERROR":
         access_log.setLevel(logging.INFO)
-    config = uvicorn.Config(
-        build_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,  # ours, without query strings or headers
-        proxy_headers=True,
-        forwarded_allow_ips="127.0.0.1",
-        lifespan="on",
-        # the slowest write: processing, its attach, and as long again to see an unanswered attach end
-        timeout_graceful_shutdown=int(settings.process_timeout + 3 * settings.timeout),
-        server_header=False,
-    )
-    uvicorn.Server(config).run()
+    uvicorn.Server(uvicorn_config(settings, build_app(settings))).run()
