@@ -23,12 +23,19 @@ import pytest
 import respx
 
 from openwebui_rag_mcp import journal as journal_module
-from openwebui_rag_mcp import sync as sync_module
 from openwebui_rag_mcp import upload as upload_module
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.models import FileItem
-from openwebui_rag_mcp.sync import OK, SOME_FAILED, SYNCED_BY, key_of, plan, remote_files, scan, synced_name
+from openwebui_rag_mcp.sync import command, execute
+from openwebui_rag_mcp.sync import writer as writer_module
+from openwebui_rag_mcp.sync.execute import QUEUED_PER_UPLOAD
+from openwebui_rag_mcp.sync.names import SOURCE_KEY, SYNCED_BY, key_of, remote_files, synced_name
+from openwebui_rag_mcp.sync.plan import plan
+from openwebui_rag_mcp.sync.scan import scan
+from openwebui_rag_mcp.sync.source import SOURCE_FILE, folder_source
+from openwebui_rag_mcp.sync.types import OK, REFUSED, SOME_FAILED, UNUSABLE
+from openwebui_rag_mcp.sync.writer import Writer
 from openwebui_rag_mcp.upload import Upload, upload_to_base
 from tests.conftest import BASE_URL, make_settings, mock_transport
 
@@ -36,6 +43,10 @@ pytestmark = pytest.mark.anyio
 
 KB = "c0ffee00-1111-4222-8333-444455556666"
 SYNC_POLLS = Timings(poll_first=0.001)  # the first look at an upload at once; then as a real run looks
+
+
+async def quiet(progress: float, total: float, message: str) -> None:
+    return None
 
 
 def item(file_id: str, filename: str) -> FileItem:
@@ -179,7 +190,7 @@ class Base:
 
     def expected(self, folder: Path) -> list[str]:
         local = scan(folder, 10**6)[0]
-        source = sync_module.folder_source(folder, None, create=False).id or ""
+        source = folder_source(folder, None, create=False).id or ""
         return sorted(file.relative if self.mirrored else synced_name(file, source) for file in local)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
@@ -394,7 +405,7 @@ async def run(
 ) -> tuple[int, list[str]]:
     lines: list[str] = []
     settings = make_settings(**(env or {}))
-    code = await sync_module.sync(
+    code = await command.sync(
         settings, folder, KB, dry_run=dry_run, delete=delete, say=lines.append, tty=False, **options
     )
     return code, lines
@@ -488,14 +499,14 @@ async def test_an_interrupted_replacement_is_finished_by_the_next_run(base: Base
     (tmp_path / "a.md").write_text("# two")
     # As if the previous run stopped after adding the new version and before removing the old one:
     local = scan(tmp_path, 10**6)[0]
-    source = sync_module.folder_source(tmp_path, None, create=False).id or ""
+    source = folder_source(tmp_path, None, create=False).id or ""
     mark = {"synced_by": SYNCED_BY, "sync_source": source}
     name, metadata = ("a.md", mark) if base.mirrored else (synced_name(local[0], source), {})
     upload = Upload(name, b"# two", "text/markdown", metadata)
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     assert len(base.members) == 2
     code, _ = await run(tmp_path)
     assert code == OK
@@ -524,7 +535,7 @@ async def test_a_failed_file_is_named_and_the_exit_code_says_so(base: Base, tmp_
 async def test_an_upload_refused_before_anything_was_made_is_sent_once_more(
     base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, times: int, sent: int, ends: str
 ) -> None:
-    monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
+    base.timings = replace(SYNC_POLLS, upload_again_after=0.01)
     (tmp_path / "busy.md").write_text("# busy")
     (tmp_path / "calm.md").write_text("# calm")
     base.refuse_uploads = {"busy": (status, times)}
@@ -656,9 +667,9 @@ async def test_documents_the_command_did_not_upload_are_never_touched(mirror: Ba
 
     async with running_app(make_settings()) as app:
         upload = Upload("a.md", b"# someone else's", "text/markdown", {"title": "a.md"})
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
         other = Upload("other.md", b"# also someone else's", "text/markdown", {})
-        await upload_to_base(app, KB, other, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, other, quiet, text=None, tool="test")
     theirs = set(mirror.members)
     code, _ = await run(tmp_path, delete=True)
     assert code == OK
@@ -671,14 +682,14 @@ async def test_a_base_synced_by_names_before_stays_synced_by_names(mirror: Base,
     name and, where the release keeps it (0.6.43, 0.8.12), in their metadata): it goes on that way."""
     (tmp_path / "a.md").write_text("# A")
     (tmp_path / "b.md").write_text("# B")
-    (tmp_path / sync_module.SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
+    (tmp_path / SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
     local = {file.relative: file for file in scan(tmp_path, 10**6)[0]}
     from openwebui_rag_mcp.runtime import running_app
 
     async with running_app(make_settings()) as app:
-        mark = {sync_module.SOURCE_KEY: "handbook1"}
+        mark = {SOURCE_KEY: "handbook1"}
         upload = Upload(synced_name(local["a.md"], "handbook1"), b"# A", "text/markdown", mark)
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     code, lines = await run(tmp_path)
     assert code == OK
     assert "goes on naming them that way" in lines[0]
@@ -705,7 +716,7 @@ async def test_the_same_file_put_there_by_someone_else_is_held_not_uploaded_agai
 
     async with running_app(make_settings()) as app:
         upload = Upload("a.md", b"# A", "text/markdown", {})
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     theirs, uploads = set(mirror.members), mirror.count
     code, lines = await run(tmp_path, delete=True)
     assert (code, mirror.count, set(mirror.members)) == (OK, uploads, theirs)
@@ -760,7 +771,7 @@ async def test_a_read_only_key_can_check_a_base_with_nothing_to_upload(mirror: B
     assert code == OK, lines
     assert any(line.startswith("folders to make: unknown") for line in lines), lines
     code, lines = await run(tmp_path)
-    assert code == sync_module.UNUSABLE, lines
+    assert code == UNUSABLE, lines
 
 
 def folder_lists(base: Base, calls: int = 0) -> int:
@@ -852,10 +863,10 @@ async def test_files_the_run_skips_leave_one_comparison_enough_and_say_the_same(
     assert set(skipped_lines(lines)) == {"docs/empty.md", "huge.md"}
     assert (full_lists(mirror, calls), writes_since(mirror, calls)) == (0, [])
 
-    async def never(*_: object) -> bool:
-        return False
+    async def never(*_: object) -> None:
+        return None
 
-    monkeypatch.setattr(sync_module._Run, "_holds_the_folder", never)
+    monkeypatch.setattr(execute, "glance", never)
     calls = len(mirror.router.calls)
     assert await run(tmp_path, env=env) == (code, lines)
     assert full_lists(mirror, calls) == 1
@@ -1021,7 +1032,7 @@ async def test_delete_from_a_folder_with_no_file_is_refused(base: Base, tmp_path
         (tmp_path / name).unlink()
     for dry_run in (True, False):
         code, lines = await run(tmp_path, delete=True, dry_run=dry_run)
-        assert code == sync_module.REFUSED, lines
+        assert code == REFUSED, lines
         assert any(line.startswith("refused: ") and "no file" in line and "--max-delete" in line for line in lines)
     assert (base.members, writes_since(base, calls)) == (held, [])
     code, lines = await run(tmp_path, delete=True, max_delete=3)
@@ -1038,7 +1049,7 @@ async def test_delete_of_more_than_half_and_more_than_a_few_is_refused(base: Bas
         (tmp_path / f"{number}.md").unlink()
     for options in ({"dry_run": True}, {}, {"max_delete": 6}):
         code, lines = await run(tmp_path, delete=True, **options)
-        assert code == sync_module.REFUSED, (options, lines)
+        assert code == REFUSED, (options, lines)
         assert any(line.startswith("refused: ") and "7 of" in line for line in lines), lines
     assert (base.members, writes_since(base, calls)) == (held, [])
     code, lines = await run(tmp_path, delete=True, max_delete=7)
@@ -1137,8 +1148,7 @@ async def test_an_attach_open_webui_never_saw_is_sent_again_not_named_failed(
     not listing it). The write removes its upload and says the attach may still come; `sync` sends the file once
     more, and it is added."""
     mocked = served(Base(version), monkeypatch)
-    mocked.timings = replace(SYNC_POLLS, poll_max=0.01)
-    monkeypatch.setattr(sync_module, "_UPLOAD_AGAIN_AFTER_SECONDS", 0.01)
+    mocked.timings = replace(SYNC_POLLS, poll_max=0.01, upload_again_after=0.01)
     (tmp_path / "calm.md").write_text("# calm")
     (tmp_path / "flaky.md").write_text("# flaky")
     broke: list[str] = []
@@ -1269,7 +1279,7 @@ async def test_before_0_6_42_a_new_file_stays_in_the_journal_until_its_attach_is
         del legacy.members[legacy.added[0]]  # a concurrent change dropped the first file meanwhile
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sync_module._Run, "_confirm_attaches", killed)
+    monkeypatch.setattr(Writer, "confirm_attaches", killed)
     with pytest.raises(KeyboardInterrupt):
         await run(tmp_path, concurrency=1)
     assert len(journal_records()) == 3
@@ -1290,7 +1300,7 @@ async def test_before_0_6_42_a_long_run_drops_the_records_of_files_read_back_as_
     """Every _CONFIRM_EVERY_SECONDS (here at once) the base is read back for the journal's sake: the records of the
     files it lists go, so a kill leaves few, and the journal every upload reads stays short; the end of the run still
     reads every new file back."""
-    monkeypatch.setattr(sync_module, "_CONFIRM_EVERY_SECONDS", 0.0)
+    legacy.timings = replace(SYNC_POLLS, confirm_every=0.0)
     for n in range(4):
         (tmp_path / f"{n}.md").write_text(f"# note {n}")
     kept: list[int] = []
@@ -1368,7 +1378,7 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
         finally:
             sending -= 1
 
-    monkeypatch.setattr(sync_module, "upload_to_base", counted)
+    monkeypatch.setattr(writer_module, "upload_to_base", counted)
     monkeypatch.setattr(OpenWebUIClient, "upload", counted_upload)
 
     async def processing(request: httpx.Request, file_id: str) -> httpx.Response:
@@ -1383,7 +1393,7 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     assert len(base.members) == 12
     low, high = bounds
     assert low <= most_sending <= high
-    assert most <= high * (sync_module._QUEUED_PER_UPLOAD if base.links_itself else 1)
+    assert most <= high * (QUEUED_PER_UPLOAD if base.links_itself else 1)
     assert sorted(line for line in lines if line.startswith("add ")) == [
         f"add      note-{i:02d}.md: ok" for i in range(12)
     ]
@@ -1431,7 +1441,7 @@ async def test_a_document_filed_by_hand_under_an_old_synced_name_is_not_the_comm
 
     async with running_app(make_settings()) as app:
         upload = Upload("report~0123456789ab.md", b"# filed by hand", "text/markdown", {})
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     theirs = set(base.members)
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.md").write_text("# A")
@@ -1462,7 +1472,7 @@ async def test_documents_of_an_earlier_version_without_a_source_are_held_never_r
             legacy = f"{file.key}~{file.sha256[:12]}{file.extension}"
             name, metadata = (file.relative, {"synced_by": SYNCED_BY}) if base.mirrored else (legacy, {})
             upload = Upload(name, file.path.read_bytes(), "text/markdown", metadata)
-            await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+            await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     earlier, calls = dict(base.members), len(base.router.calls)
     (tmp_path / "gone.md").unlink()
     (tmp_path / "moved.md").rename(tmp_path / "renamed.md")
@@ -1482,13 +1492,13 @@ async def test_a_folder_that_cannot_keep_its_source_id_needs_source(
     real_open = os.open
 
     def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if Path(os.fsdecode(path)).name == sync_module.SOURCE_FILE and flags & os.O_CREAT:
+        if Path(os.fsdecode(path)).name == SOURCE_FILE and flags & os.O_CREAT:
             raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", read_only)
     code, lines = await run(tmp_path)
-    assert code == sync_module.UNUSABLE, lines
+    assert code == UNUSABLE, lines
     assert any("--source" in line and "Read-only file system" in line for line in lines), lines
     assert base.router.calls == []  # stopped before asking Open WebUI anything
     code, lines = await run(tmp_path, source="handbook-ro")
@@ -1501,20 +1511,20 @@ async def test_a_folder_that_cannot_keep_its_source_id_needs_source(
     calls = len(base.router.calls)
     assert (await run(tmp_path, source="handbook-ro", delete=True))[0] == OK
     assert writes_since(base, calls) == []
-    assert not (tmp_path / sync_module.SOURCE_FILE).exists()
+    assert not (tmp_path / SOURCE_FILE).exists()
 
 
 async def test_the_first_real_run_keeps_a_source_id_in_the_folder(base: Base, tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path, dry_run=True)
     assert code == OK, lines
-    assert not (tmp_path / sync_module.SOURCE_FILE).exists()  # a dry run writes nothing, not even the id
+    assert not (tmp_path / SOURCE_FILE).exists()  # a dry run writes nothing, not even the id
     assert (await run(tmp_path))[0] == OK
-    kept = (tmp_path / sync_module.SOURCE_FILE).read_text()
+    kept = (tmp_path / SOURCE_FILE).read_text()
     source = kept.split()[-1]
     assert len(source) == 8
     assert (await run(tmp_path))[0] == OK
-    assert (tmp_path / sync_module.SOURCE_FILE).read_text() == kept
+    assert (tmp_path / SOURCE_FILE).read_text() == kept
 
 
 def test_a_link_swapped_in_after_the_look_is_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1542,7 +1552,7 @@ async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base
 
     async with running_app(make_settings()) as app:
         upload = Upload("report~laptop~0123456789ab.md", b"# filed by hand", "text/markdown", {})
-        await upload_to_base(app, KB, upload, sync_module._quiet, text=None, tool="test")
+        await upload_to_base(app, KB, upload, quiet, text=None, tool="test")
     theirs = set(base.members)
     (tmp_path / "other.md").write_text("# other")
     code, lines = await run(tmp_path, delete=True, source="laptop")
@@ -1699,7 +1709,7 @@ async def test_a_run_first_waits_for_uploads_a_killed_run_left_processing(
         return [waits.pop()] if waits else []
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
-    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    base.timings = replace(SYNC_POLLS, earlier_uploads_poll=0.0)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path)
     assert code == OK, lines
@@ -1732,7 +1742,7 @@ async def test_a_run_does_not_wait_for_an_upload_processing_longer_than_its_writ
         return [Resolution(record, (), None, "still processing", processing=True) for record in records]
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
-    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    base.timings = replace(SYNC_POLLS, earlier_uploads_poll=0.0)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path)
     assert code == OK, lines
@@ -1943,7 +1953,7 @@ async def test_a_run_waits_for_an_upload_until_its_deadline_even_past_its_own_wa
         return [Resolution(record, (), None, "still processing", processing=True)] if "f-lost" in base.files else []
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
-    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.05)
+    base.timings = replace(SYNC_POLLS, earlier_uploads_poll=0.05)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path, env={"OPENWEBUI_PROCESS_TIMEOUT": "1"})
     assert code == OK, lines
@@ -2028,7 +2038,7 @@ async def test_an_attach_a_killed_run_sent_is_waited_for_past_the_upload_deadlin
         return [Resolution(record, (), None, "attach may still run", processing=True)] if waiting else []
 
     monkeypatch.setattr(App, "recover_uploads", recover_uploads)
-    monkeypatch.setattr(sync_module, "_EARLIER_UPLOADS_POLL_SECONDS", 0.0)
+    base.timings = replace(SYNC_POLLS, earlier_uploads_poll=0.0)
     (tmp_path / "a.md").write_text("# A")
     code, lines = await run(tmp_path)
     assert code == OK, lines

@@ -56,7 +56,7 @@ def _count(text: str) -> int:
 
 
 def _concurrency(text: str) -> int:
-    from openwebui_rag_mcp.sync import CONCURRENCY_MAX
+    from openwebui_rag_mcp.sync.types import CONCURRENCY_MAX
 
     if not text.isdigit() or not 1 <= int(text) <= CONCURRENCY_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of files from 1 to {CONCURRENCY_MAX}")
@@ -64,7 +64,7 @@ def _concurrency(text: str) -> int:
 
 
 def _source_id(text: str) -> str:
-    from openwebui_rag_mcp.sync import is_source_id
+    from openwebui_rag_mcp.sync.source import is_source_id
 
     if not is_source_id(text):
         raise argparse.ArgumentTypeError(
@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(EXIT_CONFIG)
         import asyncio
 
-        from openwebui_rag_mcp.sync import CONCURRENCY, sync
+        from openwebui_rag_mcp.sync.command import sync
+        from openwebui_rag_mcp.sync.types import CONCURRENCY
 
         # The cyclic GC's collections walk every object still tracked, the imported modules' too, and a run that
         # finds nothing changed is over in a fraction of a second: keep them out of it, and out of the final

@@ -82,6 +82,12 @@ class Timings:
     # The start looks again at what a dead process left that Open WebUI may still be working on: after these, then
     # every last one.
     recheck: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 60.0)
+    # `sync`: between looks at the uploads a killed run left processing; before 0.6.42, how often a long run reads the
+    # base back (`Writer.confirm_some`); the pause before an upload Open WebUI refused before it made anything (0.6.5
+    # under load: "Error uploading file" when its database was busy) is sent once more.
+    earlier_uploads_poll: float = 1.0
+    confirm_every: float = 30.0
+    upload_again_after: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -484,43 +484,13 @@ async def _documents_in_folder(app: App, knowledge_id: str, path: str, room: int
         ]
         if not at:
             return []
-    found = [
-        file_id
-        for file_id, _ in await folder_documents(app, knowledge_id, [(folder_id, path) for folder_id in at], room)
-    ]
-    return found
-
-
-FOLDERS_MAX = 5_000  # folders read in one walk: past it, the tree is not a base's (or it loops)
-
-
-async def folder_documents(
-    app: App, knowledge_id: str, start: list[tuple[str, str]], room: int | None = None
-) -> list[tuple[str, str]]:
-    """(file_id, path of its folder) of every document in the folders `start` ((folder id, path); "" is the top of the
-    base) and every folder below them, from Open WebUI's folder lists (0.9.6+). More than `room` documents is
-    `invalid_argument`; a tree that loops or passes `FOLDERS_MAX` folders is `unexpected_response`."""
-    found: list[tuple[str, str]] = []
-    pending, seen = list(start), {folder_id for folder_id, _ in start}
-    while pending:
-        folder_id, path = pending.pop()
-        items, subfolders = await app.client.folder(knowledge_id, folder_id)
-        found += [(record.file_id, path) for record in normalize.file_records(items)]
-        if room is not None and len(found) > room:
-            raise invalid_argument(
-                f"folder {start[0][1]!r} holds more documents than a folder search covers ({KNOWLEDGE_IDS_MAX} in "
-                "all): name a folder further down"
-            )
-        for subfolder in subfolders:
-            if subfolder.folder_id in seen or len(seen) >= FOLDERS_MAX:
-                raise ToolFailure(
-                    "unexpected_response",
-                    f"the folders of knowledge base {knowledge_id} loop or number more than {FOLDERS_MAX:,}; refused "
-                    "rather than read without end",
-                )
-            seen.add(subfolder.folder_id)
-            pending.append((subfolder.folder_id, f"{path}/{subfolder.name}".lstrip("/")))
-    return found
+    found = await app.client.folder_documents(knowledge_id, [(folder_id, path) for folder_id in at], room)
+    if len(found) > room:
+        raise invalid_argument(
+            f"folder {path!r} holds more documents than a folder search covers ({KNOWLEDGE_IDS_MAX} in all): name a "
+            "folder further down"
+        )
+    return [file_id for file_id, _ in found]
 
 
 LINES_MAX = 2_000

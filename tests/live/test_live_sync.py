@@ -29,12 +29,15 @@ import pytest
 from devtools import fake_embeddings
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
-from openwebui_rag_mcp import normalize, tools
-from openwebui_rag_mcp import sync as sync_module
+from openwebui_rag_mcp import normalize
+from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.config import load_settings
 from openwebui_rag_mcp.runtime import running_app
-from openwebui_rag_mcp.sync import SOURCE_FILE, folder_source, scan, synced_name
+from openwebui_rag_mcp.sync.base import folders_of_documents
+from openwebui_rag_mcp.sync.names import synced_name
+from openwebui_rag_mcp.sync.scan import scan
+from openwebui_rag_mcp.sync.source import SOURCE_FILE, folder_source
 from tests.live.stdio import SCRIPT
 
 FILES = 52
@@ -444,20 +447,20 @@ def test_one_comparison_places_the_documents_where_the_lists_do_not(
     knowledge_id = owui.create_knowledge(inst, f"placed-{run}", "one comparison", private=True)
     assert run_sync(inst, folder, knowledge_id).code == 0
     walks: list[str] = []
-    real_walk = tools.folder_documents
+    real_walk = OpenWebUIClient.folder_documents
 
-    async def counted_walk(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+    async def counted_walk(self: OpenWebUIClient, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
         walks.append(knowledge_id)
-        return await real_walk(*args, **kwargs)
+        return await real_walk(self, *args, **kwargs)
 
-    monkeypatch.setattr(tools, "folder_documents", counted_walk)
+    monkeypatch.setattr(OpenWebUIClient, "folder_documents", counted_walk)
 
     async def placed() -> dict[str, str]:
         settings = load_settings({"OPENWEBUI_URL": inst.url, "OPENWEBUI_API_KEY": inst.api_key})
         async with running_app(settings) as app:
             raw, _ = await app.client.knowledge_files(knowledge_id, None)
             documents = [normalize.folder_document(item) for item in raw]
-            return await sync_module._folders_of_documents(app, knowledge_id, documents)
+            return await folders_of_documents(app, knowledge_id, documents)
 
     truth = folders_by_walk(inst, knowledge_id)
     assert sorted(truth.values()) == ["", "docs", "docs", "docs/deep", "заметки"]

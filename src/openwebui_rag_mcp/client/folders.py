@@ -1,5 +1,5 @@
-"""The folders of a base (0.9.6+, `/api/v1/knowledge/{id}/files?directory_id=`, `.../dirs/create`) and Open WebUI's
-own folder comparison (`.../sync/diff`)."""
+"""The folders of a base (0.9.6+, `/api/v1/knowledge/{id}/files?directory_id=`, `.../dirs/create`), the walk down
+them, and Open WebUI's own folder comparison (`.../sync/diff`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from typing import Any
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client.transport import ClientBase, Json, _object, segment
+from openwebui_rag_mcp.errors import ToolFailure
+
+FOLDERS_MAX = 5_000  # folders read in one walk: past it, the tree is not a base's (or it loops)
 
 
 class FoldersAPI(ClientBase):
@@ -26,6 +29,32 @@ class FoldersAPI(ClientBase):
             return [], subfolders
         items, _ = await self._all_pages(path, "the documents of a folder", first_answer=first, params=params)
         return items, subfolders
+
+    async def folder_documents(
+        self, knowledge_id: str, start: list[tuple[str, str]], room: int | None = None
+    ) -> list[tuple[str, str]]:
+        """(file_id, path of its folder) of every document in the folders `start` ((folder id, path); "" is the top of
+        the base) and every folder below them, from the folder lists (0.9.6+). Past `room` documents the walk stops
+        and returns what it found (more than `room`: the caller says why that is too many); a tree that loops or
+        passes `FOLDERS_MAX` folders is `unexpected_response`."""
+        found: list[tuple[str, str]] = []
+        pending, seen = list(start), {folder_id for folder_id, _ in start}
+        while pending:
+            folder_id, path = pending.pop()
+            items, subfolders = await self.folder(knowledge_id, folder_id)
+            found += [(record.file_id, path) for record in normalize.file_records(items)]
+            if room is not None and len(found) > room:
+                return found
+            for subfolder in subfolders:
+                if subfolder.folder_id in seen or len(seen) >= FOLDERS_MAX:
+                    raise ToolFailure(
+                        "unexpected_response",
+                        f"the folders of knowledge base {knowledge_id} loop or number more than {FOLDERS_MAX:,}; "
+                        "refused rather than read without end",
+                    )
+                seen.add(subfolder.folder_id)
+                pending.append((subfolder.folder_id, f"{path}/{subfolder.name}".lstrip("/")))
+        return found
 
     # -- writes (never retried; the caller holds the write lock) ---------------------------------------------
 
