@@ -24,7 +24,7 @@ import pytest
 from devtools import fake_embeddings
 from devtools.fake_embeddings import DIM, embed
 from devtools.openwebui_local import DEMO_DOCS
-from tests.live.test_live_demo import OTHER_SEARCHES, README_SEARCHES, shown_in_readme
+from tests.support.demo import OTHER_SEARCHES, README_SEARCHES, shown_in_readme
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,9 +1,9 @@
 """The README's demo searches against the demo base, seeded the way `./dev setup` seeds it, over stdio.
 
 `./dev setup` runs `python -m devtools.openwebui_local seed`, which is `seed_demo`; `./dev inspect` then searches
-"yellow bananas" (or its argument) with `knowledge_search`. Each example below must put the document a person would
-expect first. The table is the README's list of examples: when the README changes an example, this test fails until
-the table follows (see also the unit tests in tests/test_fake_embeddings.py, which rank the same table offline).
+"yellow bananas" (or its argument) with `knowledge_search`. Each example in `tests/support/demo.py` must put the
+document a person would expect first. That table is the README's list of examples: when the README changes an
+example, this test fails until the table follows (tests/test_fake_embeddings.py ranks the same table offline).
 """
 
 from __future__ import annotations
@@ -16,30 +16,11 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from tests.live.stdio import stdio_session
+from tests.support.demo import OTHER_SEARCHES, README_SEARCHES, shown_in_readme
 
 pytestmark = pytest.mark.anyio
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-# Every search of the demo base that README.md shows (and `./dev inspect`'s default): query -> expected first document.
-README_SEARCHES = {
-    "yellow bananas": "fruit.md",  # `./dev inspect` (its default query in `dev`)
-    "Москва столица": "moscow.md",  # `./dev inspect "Москва столица"`
-    "bananas": "fruit.md",  # the MCP Inspector by hand: `--tool-arg query=bananas`
-}
-
-# More searches of the demo base, in each of its scripts; not in the README, held to the same rule.
-OTHER_SEARCHES = {
-    "longest river in Europe": "rivers.md",
-    "столица России": "moscow.md",
-    "北京的历史": "beijing.md",
-    "中国的首都": "beijing.md",
-}
-
-
-def shown_in_readme(query: str, readme: str) -> bool:
-    """Whether ``readme`` shows ``query`` as a search: quoted, or as an Inspector ``query=`` argument."""
-    return any(form in readme for form in (f'"{query}"', f"'{query}'", f"«{query}»", f"query={query}"))
 
 
 def test_the_table_is_the_readme_examples() -> None:
