@@ -18,7 +18,7 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance, User
 from tests.live.stdio import stdio_session
-from tests.live.test_live_sync import run_sync
+from tests.live.syncrun import run_sync
 
 pytestmark = pytest.mark.anyio
 

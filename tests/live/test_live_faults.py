@@ -49,7 +49,7 @@ from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp.config import load_settings
 from tests.live.http import mcp_http, not_on_this_release
 from tests.live.stdio import SCRIPT, stdio_session
-from tests.live.test_live_sync import sync_env
+from tests.live.syncrun import sync_env
 from tests.live.versionproxy import VersionProxy
 
 pytestmark = pytest.mark.anyio

@@ -33,7 +33,7 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from openwebui_rag_mcp.sync.source import SOURCE_FILE, folder_source
-from tests.live.test_live_sync import RUN_TIMEOUT, Run, command, mirrors, sync_env
+from tests.live.syncrun import RUN_TIMEOUT, Run, command, mirrors, sync_env
 
 NO_WRITE = {"added": 0, "replaced": 0, "renamed": 0, "removed": 0}
 

@@ -18,7 +18,7 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from tests.live.stdio import SCRIPT
-from tests.live.test_live_sync import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
+from tests.live.syncrun import documents_of, expected_names, interrupted_sync, mirrors, names_of, run_sync
 from tests.live.versionproxy import VersionProxy
 
 # Every release of the matrix: 0.9.6+ let their uploads link themselves; older releases attach with file/add, one at a

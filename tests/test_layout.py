@@ -1,0 +1,60 @@
+"""The test suite's own shape: shared doubles live in support modules, so no test module imports another one."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def is_test_module(name: str) -> bool:
+    """Whether a dotted module name is a test module pytest collects (`tests.test_x`, `tests.live.test_y`)."""
+    return name.split(".")[-1].startswith("test_")
+
+
+def imported_modules(path: Path) -> list[str]:
+    """Every module `path` imports by name, absolute or relative (a relative `from . import test_x` counts too)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            dots, module = "." * node.level, node.module or ""
+            found.append(dots + module)
+            found += [f"{dots}{module}.{alias.name}" if module else dots + alias.name for alias in node.names]
+    return found
+
+
+def test_is_test_module() -> None:
+    assert is_test_module("tests.test_writes")
+    assert is_test_module("tests.live.test_live_sync")
+    assert is_test_module("..test_faults")
+    assert not is_test_module("tests.support.upstream")
+    assert not is_test_module("tests.live.syncrun")
+    assert not is_test_module("tests.conftest")
+
+
+def test_imported_modules_sees_every_form_of_import(tmp_path: Path) -> None:
+    module = tmp_path / "example.py"
+    module.write_text(
+        "import tests.test_a\nfrom tests.live.test_b import x\nfrom tests import test_c\nfrom . import test_d\n"
+        "def later():\n    from tests.test_e import y\n",
+        encoding="utf-8",
+    )
+    assert [name for name in imported_modules(module) if is_test_module(name)] == [
+        "tests.test_a",
+        "tests.live.test_b",
+        "tests.test_c",
+        ".test_d",
+        "tests.test_e",
+    ]
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    found = {
+        path.relative_to(TESTS).as_posix(): sorted(name for name in imported_modules(path) if is_test_module(name))
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    offenders = {path: names for path, names in found.items() if names}
+    assert offenders == {}, "move what they share into tests/support/ (or tests/live/ beside stdio.py) and import it"
