@@ -99,6 +99,24 @@ ROWS = [
     ),
     Spec("stub.search_size", "stub", "Search result vs Open WebUI's raw answer (characters)", "≤ 1.0× raw"),
     Spec("live.search", "live", "knowledge_search, one call", "≤ 1.10× direct"),
+    Spec(
+        "live.search_first",
+        "live",
+        "knowledge_search, first call of a session (a new server process: nothing read for citations yet)",
+        "≤ 2× direct + reads",
+    ),
+    Spec(
+        "live.long_search",
+        "live",
+        "knowledge_search over long documents (4 of over 1 M characters), steady state",
+        "≤ 1.15× direct",
+    ),
+    Spec(
+        "live.long_search_first",
+        "live",
+        "knowledge_search over the long documents, first call of a session",
+        "≤ 2× direct + reads",
+    ),
     Spec("live.list", "live", "knowledge_list, one call", "≤ 1.10× direct"),
     Spec("live.get_file", "live", "knowledge_get_file, one call", "≤ 1.10× direct"),
     Spec(

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mcp.types import CallToolResult, TextContent
 
-from bench import corpus
+from bench import corpus, longdocs
 from bench.common import (
     STUB_KEY,
     TOP_K,
@@ -85,6 +85,7 @@ class Config:
     write_hold: float  # how long it holds the upload of the write
     # The HTTP section (bench/http_transport.py): against the live Open WebUI, or against the stub with --no-live.
     http: bool = False
+    long_chars: int = longdocs.LONG_CHARS  # of each of the LONG_DOCS long documents searched
 
 
 def http_config(cfg: Config) -> HttpConfig:
@@ -641,6 +642,9 @@ async def live_section(
     async with live_openwebui(cfg.version, cfg.live_docs, info) as live:
         inst, seeded = live.inst, live.seeded
         await measure_live(cfg, results, errlog, floor_kib, inst.url, inst.api_key, seeded)
+        log("live: the first search of a session")
+        await first_search_row(cfg, results, errlog, "live.search_first", inst, seeded.base_ids, corpus.QUERIES)
+        await long_section(cfg, results, errlog, inst)
         if cfg.http:
             from bench import http_transport as http
 
@@ -721,6 +725,122 @@ async def measure_live(
                 )
     finally:
         await direct.aclose()
+
+
+# -- search with citations: a session's first search, and long documents -----------------------------------------
+
+LONG_DOCS = 4
+
+
+async def first_search_row(
+    cfg: Config, results: Results, errlog: TextIO, key: str, inst: Instance, ids: list[str], queries: list[str]
+) -> None:
+    """A session's first search (over stdio each client session is a new process): a new server process per sample,
+    timed from its first `knowledge_search`, beside a new httpx client's query and then its reading of the hits'
+    documents, four at a time (what the server must read to cite them)."""
+    rounds = max(2, min(cfg.rounds, 10))
+    proxy: list[float] = []
+    asked: list[float] = []
+    reads: list[float] = []
+    documents: list[int] = []
+
+    async def server_first(query: str) -> None:
+        async with mcp_server(inst.url, inst.api_key, errlog) as server:
+            arguments = {"query": query, "knowledge_ids": ids, "top_k": TOP_K}
+            proxy.append(await timed(server.call("knowledge_search", arguments)))
+
+    async def direct_first(query: str) -> None:
+        direct = Direct(inst.url, inst.api_key)
+        gate = asyncio.Semaphore(4)
+
+        async def read(file_id: str) -> None:
+            async with gate:
+                await direct.get_file(file_id)
+
+        try:
+            started = time.perf_counter()
+            answer = (await direct.search(ids, query, TOP_K)).json()
+            asked.append(time.perf_counter() - started)
+            hits = (answer.get("metadatas") or [[]])[0]
+            files = list(dict.fromkeys(hit["file_id"] for hit in hits if hit.get("file_id")))
+            started = time.perf_counter()
+            await asyncio.gather(*(read(file_id) for file_id in files))
+            reads.append(time.perf_counter() - started)
+            documents.append(len(files))
+        finally:
+            await direct.aclose()
+
+    for n in range(rounds):
+        query = queries[n % len(queries)]
+        first, second = (server_first, direct_first) if n % 2 == 0 else (direct_first, server_first)
+        await first(query)
+        await second(query)
+    took, plain, read = median(proxy), median(asked), median(reads)
+    results.set(
+        key,
+        ms(took),
+        f"{ms(plain)} + {ms(read)} reading the hits' documents",
+        took / plain,
+        took <= 2 * plain + read,
+        f"{rounds} sessions, queries in turn, top_k={TOP_K}; a median {median([float(d) for d in documents]):.0f} "
+        f"documents hit; {took / (plain + read):.2f}× the query and the reads together",
+        proxy_seconds=proxy,
+        direct_seconds=asked,
+        read_seconds=reads,
+        documents=documents,
+    )
+
+
+def seed_long(inst: Instance, count: int, chars: int) -> list[str]:
+    """A base of `count` long Markdown documents, as the list of bases to search."""
+    from devtools import openwebui_local
+
+    knowledge_id = openwebui_local.create_knowledge(
+        inst, "Long documents", "Field manuals of over a million characters"
+    )
+
+    def one(n: int) -> None:
+        document = longdocs.long_markdown(n, chars)
+        metadata = {"title": document.title, "source": document.filename}
+        openwebui_local.add_file(
+            inst, knowledge_id, openwebui_local.upload_text(inst, document.filename, document.text, metadata)
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(count)))
+    return [knowledge_id]
+
+
+async def long_section(cfg: Config, results: Results, errlog: TextIO, inst: Instance) -> None:
+    """Search with citations over long documents: steady state (each document read and indexed once, before the
+    samples), then a session's first search."""
+    started = time.monotonic()
+    ids = await asyncio.to_thread(seed_long, inst, LONG_DOCS, cfg.long_chars)
+    log(f"live: {LONG_DOCS} documents of {cfg.long_chars:,} characters in {time.monotonic() - started:.0f} s")
+    queries = [answer.line for n in range(LONG_DOCS) for answer in longdocs.long_markdown(n, cfg.long_chars).answers]
+    direct = Direct(inst.url, inst.api_key)
+    try:
+        async with mcp_server(inst.url, inst.api_key, errlog) as server:
+
+            def search(n: int) -> Awaitable[object]:
+                arguments = {"query": queries[n % len(queries)], "knowledge_ids": ids, "top_k": TOP_K}
+                return server.call("knowledge_search", arguments)
+
+            for n in range(len(queries)):  # every document read and indexed once: what follows is the steady state
+                await search(n)
+            log(f"live: searches over long documents, {cfg.rounds} rounds")
+            samples = await interleaved(
+                cfg.rounds, {"search": (search, lambda n: direct.search(ids, queries[n % len(queries)], TOP_K))}
+            )
+            where = (
+                f"{LONG_DOCS} Markdown documents of {cfg.long_chars:,} characters in one base, top_k={TOP_K}, "
+                f"{len(queries)} queries in turn, their documents read and indexed before"
+            )
+            latency_row(results, "live.long_search", samples["search"], 1.15, where)
+    finally:
+        await direct.aclose()
+    log("live: the first search of a session over long documents")
+    await first_search_row(cfg, results, errlog, "live.long_search_first", inst, ids, queries)
 
 
 # -- profile notes ------------------------------------------------------------------------------------------------
@@ -860,6 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         hold=0.5,
         write_hold=0.5 if args.quick else 1.0,
         http=args.http,
+        long_chars=100_000 if args.quick else longdocs.LONG_CHARS,
     )
     if not SCRIPT.exists():
         print(f"error: {SCRIPT} is missing; install the package into this environment first", file=sys.stderr)
