@@ -254,6 +254,19 @@ async def test_liveness_needs_no_upstream_and_readiness_does() -> None:
         assert (await http.get(f"{base}/readyz")).status_code == 503
 
 
+@pytest.mark.parametrize("resume", [{}, {"last-event-id": "0"}])
+async def test_a_get_of_the_endpoint_is_405_not_a_stream_that_never_speaks(resume: dict[str, str]) -> None:
+    """Stateless: no stream could ever carry anything, so GET is refused as the spec allows (it opened a stream
+    that stayed silent, and with Last-Event-ID answered 500)."""
+    headers = {"authorization": f"Bearer {ALICE}", "accept": "text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    async with serving(openwebui()) as base, httpx.AsyncClient(trust_env=False, timeout=10) as http:
+        async with http.stream("GET", f"{base}/mcp", headers={**headers, **resume}) as answer:
+            status, allow = answer.status_code, answer.headers.get("allow")
+        still = await post_mcp(base, {"authorization": f"Bearer {ALICE}"})
+    assert (status, allow) == (405, "POST")
+    assert still.status_code == 200
+
+
 async def test_a_foreign_host_is_refused_unless_allowed() -> None:
     router = openwebui()
     headers = {"Authorization": f"Bearer {ALICE}", "Host": "mcp.example.com"}

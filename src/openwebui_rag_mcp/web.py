@@ -386,6 +386,22 @@ class AccessLog:
             )
 
 
+class _NoStream:
+    """GET /mcp is 405: a stateless server has nothing to send on a stream of its own (the SDK opened one that stayed
+    silent, and with Last-Event-ID answered 500); Streamable HTTP allows a server to refuse it."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self._inner = inner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET" and scope.get("path", "").rstrip("/") == MCP_PATH:
+            await _send_json(
+                send, 405, {"error": "this server offers no stream to GET; POST requests"}, [(b"allow", b"POST")]
+            )
+            return
+        await self._inner(scope, receive, send)
+
+
 def build_app(
     settings: Settings,
     *,
@@ -453,7 +469,7 @@ def build_app(
             return JSONResponse({"status": "unavailable", "openwebui": reason}, status_code=503)
         return JSONResponse({"status": "ready", "openwebui_version": release.version})
 
-    gate = Gate(mcp_app, settings, Admission(settings, current, clock), security)
+    gate = Gate(_NoStream(mcp_app), settings, Admission(settings, current, clock), security)
     app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),

@@ -40,7 +40,7 @@ from devtools.snippets import (
     URL_PLACEHOLDER,
     InspectorCall,
 )
-from openwebui_rag_mcp.config import ALIASES, DEFAULT_TOOLS
+from openwebui_rag_mcp.config import DEFAULT_TOOLS
 from tests.live.stdio import SCRIPT
 
 RUN_TIMEOUT = 120.0
@@ -147,8 +147,8 @@ def test_inspector_cli_runs_the_readme_commands(
     method, tool = _option(call, "--method"), _option(call, "--tool-name")
     if method == "tools/list":
         assert {item["name"] for item in body["tools"]} == set(DEFAULT_TOOLS)
-        # Aliases list no output schema (their tool's would be repeated); every other tool does.
-        assert all(("outputSchema" in item) is (item["name"] not in ALIASES) for item in body["tools"])
+        # Every tool lists an output schema, an alias its tool's.
+        assert all("outputSchema" in item for item in body["tools"])
         return
     assert method == "tools/call"
     content = body["structuredContent"]

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 from mcp.server.mcpserver import MCPServer
-from mcp.types import INVALID_PARAMS, PromptReference, Resource, ResourceTemplateReference
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, PromptReference, Resource, ResourceTemplateReference
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
@@ -35,6 +35,7 @@ pytestmark = pytest.mark.anyio
 KNOWLEDGE = ResourceTemplateReference(type="ref/resource", uri="openwebui://knowledge/{knowledge_id}")
 DOCUMENT = ResourceTemplateReference(type="ref/resource", uri="openwebui://file/{file_id}")
 ALLOW = {"OPENWEBUI_KNOWLEDGE_IDS": f"{KB},{KB_THIRD}"}
+MISSING = "ffffffff-0000-4000-8000-000000000000"  # a base or file no Open WebUI has
 
 
 class CurrentLane(httpx.AsyncBaseTransport):
@@ -442,3 +443,32 @@ async def test_a_base_is_read_once_where_its_answer_nests_its_documents(release:
     assert (body["name"], body["description"]) == ("Fruit", "what we know of fruit")
     assert [item["file_id"] for item in body["files"]] == [FILE]
     assert base.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "env"),
+    [(f"openwebui://knowledge/{MISSING}", {}), (f"openwebui://file/{MISSING}", {}), ("openwebui://file/a%20b", {}),
+     (f"openwebui://knowledge/{KB_OTHER}", ALLOW), (f"openwebui://knowledge/{MISSING}", ALLOW)],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_resource_that_does_not_exist_is_not_found(uri: str, env: dict[str, str], mode: str) -> None:
+    """-32602 with the URI (SDK's ResourceNotFoundError: the 2026-07-28 spec's code; 2025-11-25 only recommended
+    -32002), not -32603: nothing went wrong inside the server. A base outside the allowlist is answered alike."""
+    lane = Lane()
+    server = create_server(make_settings(BASE_URL, **env), transport=lane.transport())
+    async with Client(server, mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource(uri)
+    assert raised.value.error.code == INVALID_PARAMS, raised.value.error
+    assert raised.value.error.data == {"uri": uri}
+    assert raised.value.error.message.startswith(("not_found: ", "invalid_argument: "))
+
+
+async def test_a_resource_that_open_webui_fails_to_read_is_an_internal_error() -> None:
+    lane = Lane()
+    lane.fail(answer(500, {"detail": "boom"}), method="GET", path=f"/api/v1/files/{FILE}")
+    async with connect(lane) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource(f"openwebui://file/{FILE}")
+    assert raised.value.error.code == INTERNAL_ERROR
+    assert raised.value.error.message.startswith("upstream_error: ")

@@ -93,14 +93,13 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 
 
 async def listed_schemas(client: Client) -> dict[str, dict[str, Any]]:
-    """Every tool's output schema; an alias lists none (it would repeat its tool's), so it is held to its tool's."""
+    """Every tool's output schema; an alias publishes its tool's."""
     listed = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
     assert set(listed) == EVERY_TOOL
     schemas = {}
     for name, schema in listed.items():
-        assert (schema is None) == (name in ALIASES), name
-        schema = listed[ALIASES.get(name, name)]
         assert schema is not None, name
+        assert schema == listed[ALIASES.get(name, name)], name
         schemas[name] = schema
     return schemas
 

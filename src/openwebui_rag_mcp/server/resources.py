@@ -13,7 +13,7 @@ from typing import Any
 from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -44,6 +44,14 @@ _DESCRIPTION_CHARS = 100
 LowCtx = ServerRequestContext[App, Any]
 
 
+def _resource_error(failure: ToolFailure) -> ResourceError:
+    """A resource that does not exist, or that this server may not read (told alike), is not found: -32602 with
+    its URI; any other failure is -32603."""
+    if failure.code in ("not_found", "invalid_argument"):
+        return ResourceNotFoundError(str(failure))
+    return ResourceError(str(failure))
+
+
 async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
     """A knowledge base: its description and its documents (file_id, title, filename), as JSON."""
     app = app_of(ctx)
@@ -53,7 +61,7 @@ async def knowledge_resource(knowledge_id: str, ctx: Ctx) -> str:
         base = normalize.knowledge_base(body)
         files = [normalize.file_item(item) for item in items]
     except ToolFailure as failure:
-        raise ResourceError(str(failure)) from None
+        raise _resource_error(failure) from None
     return json.dumps(
         {"knowledge_id": knowledge_id, "name": base.name, "description": base.description, "files": files},
         default=lambda model: model.model_dump(mode="json"),
@@ -66,7 +74,7 @@ async def file_resource(file_id: str, ctx: Ctx) -> str:
     try:
         document = await tools.get_file(app_of(ctx), file_id)
     except ToolFailure as failure:
-        raise ResourceError(str(failure)) from None
+        raise _resource_error(failure) from None
     if document.truncated:
         return document.text + (
             f"\n\n[truncated: {len(document.text)} of {document.total_chars} characters; read on with "

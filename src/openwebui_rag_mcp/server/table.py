@@ -116,17 +116,10 @@ def registered_tools(settings: Settings) -> list[Tool]:
             if tool_name == name:
                 registered.append(_tool(fn, description, hints))
                 continue
-            # The same inputs, results and full description, but no output schema: a second copy of it would cost
-            # every session as much as the alias itself (results are unchanged: structured content and its JSON
-            # text). Copied, not built again: building a tool's schemas is most of create_server's time.
+            # The same inputs, output schema and full description. Copied, not built again: building a tool's
+            # schemas is most of create_server's time.
             original = _tool(fn, description, hints)
             registered.append(
-                original.model_copy(
-                    update={
-                        "name": tool_name,
-                        "description": description + _ALIAS.format(name),
-                        "fn_metadata": original.fn_metadata.model_copy(update={"output_schema": None}),
-                    }
-                )
+                original.model_copy(update={"name": tool_name, "description": description + _ALIAS.format(name)})
             )
     return registered
