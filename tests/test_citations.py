@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import random
 import tracemalloc
+import weakref
 from typing import Any
 
 import httpx
@@ -501,3 +502,32 @@ async def test_a_search_holds_a_bounded_number_of_documents_whatever_the_number_
     # The texts are ASCII (a byte a character); a document in hand takes a few times its text (its words, lines).
     assert many < 8 * (citations.READERS + 1) * LONG_CHARS + 4 * documents.max_chars
     assert documents.chars <= documents.max_chars
+
+
+class Body(dict[str, Any]):
+    """A file's answer whose life can be watched (a plain dict cannot be weakly referenced)."""
+
+
+async def test_searches_at_once_hold_at_most_held_max_documents_in_the_whole_process() -> None:
+    """Many callers searching long documents at once: the documents in hand over all of them are bounded too."""
+    documents = Documents(max_chars=0, held_max=5)  # nothing kept: every document is read and dropped
+    alive: set[int] = set()
+    most = 0
+
+    async def read_file(file_id: str) -> object:
+        nonlocal most
+        body = Body(id=file_id, data={"content": GUIDE_TEXT}, meta={})
+        alive.add(id(body))
+        weakref.finalize(body, alive.discard, id(body))
+        most = max(most, len(alive))
+        await asyncio.sleep(0)
+        return body
+
+    def search(caller: str) -> Any:
+        results = [chunk("Bananas are yellow.", f"doc-{n}") for n in range(12)]
+        sources = [("Bananas are yellow.", sha(GUIDE_TEXT))] * 12
+        return citations.cite(read_file, BASE_URL, results, sources, documents, caller)
+
+    cited = await asyncio.gather(*(search(f"caller-{n}") for n in range(6)))
+    assert all((c.start_line, c.end_line) == (7, 7) for found in cited for c in found)
+    assert 1 < most <= 5  # six searches of READERS each would hold 24

@@ -32,7 +32,8 @@ from openwebui_rag_mcp.models import Chunk
 
 log = logging.getLogger(__name__)
 
-READERS = 4
+READERS = 4  # documents a search reads and places at once
+HELD_MAX = 16  # documents read and being placed at once in the whole process, over every search and caller
 LABEL_MAX_CHARS = 1_000  # of a title or a source kept for a citation
 ENTRY_CHARS = 512  # an entry's key and bookkeeping, counted as characters
 # Characters of document text kept for citations, over all callers (about 64 MB at most).
@@ -239,8 +240,11 @@ class Documents:
     hash is that one are kept, and only for the caller that read them; the least recently used go first past
     `max_chars` in all."""
 
-    def __init__(self, max_chars: int = CACHE_MAX_CHARS) -> None:
+    def __init__(self, max_chars: int = CACHE_MAX_CHARS, held_max: int = HELD_MAX) -> None:
         self.max_chars = max_chars
+        # Documents in hand (read, not yet placed) over every search: many callers searching large documents at once
+        # wait for each other rather than hold them all.
+        self.held = asyncio.Semaphore(held_max)
         self._texts: OrderedDict[tuple[str, str, str], Split] = OrderedDict()
         self._chars = 0
         # Reads under way, so that searches of one caller at the same moment (agents asking alike) read a document
@@ -313,7 +317,8 @@ async def cite(
     whole text (`results` may hold it cut) and its document's hash; `read_file` is the client's `file`.
 
     Each document is placed as it arrives and its text dropped (only `documents` keeps one, within its budget), and
-    at most `READERS` are read and placed at once: a search holds a few documents whatever the number of its hits."""
+    at most `READERS` are read and placed at once (`HELD_MAX` over every search): a search holds a few documents
+    whatever the number of its hits, and a process a bounded number whatever the number of searches."""
     hits: dict[str, list[int]] = {}
     for n, chunk in enumerate(results):
         if chunk.file_id:
@@ -350,7 +355,8 @@ async def cite(
                 return
         mine = documents.begin(key) if key else None
         try:
-            async with gate:  # until the document is placed, so that only READERS texts are held at once
+            # Held until the document is placed: at most READERS texts per search, HELD_MAX in the process.
+            async with gate, documents.held:
                 try:
                     body = await read_file(file_id)
                 except ToolFailure as failure:
