@@ -28,8 +28,9 @@ def fixture_json(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
 
-# The write path's looks at Open WebUI every 10 to 20 ms (0.2 to 2 s in a real process): mocks answer at once.
-FAST = Timings(poll_first=0.01, poll_max=0.02)
+# The write path's and `pending`'s looks at Open WebUI every 10 to 20 ms (0.2 to 2 s in a real process): mocks answer
+# at once.
+FAST = Timings(poll_first=0.01, poll_max=0.02, pending_poll=0.01)
 
 
 def make_settings(url: str = BASE_URL, **extra: str) -> Settings:

@@ -1,8 +1,10 @@
-"""The test suite's own shape: shared doubles live in support modules, so no test module imports another one."""
+"""The test suite's own shape: shared doubles in support modules (no test module imports another one), and
+timings passed in as values, never patched module-private constants."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -58,3 +60,24 @@ def test_no_test_module_imports_another_test_module() -> None:
     }
     offenders = {path: names for path, names in found.items() if names}
     assert offenders == {}, "move what they share into tests/support/ (or tests/live/ beside stdio.py) and import it"
+
+
+# `monkeypatch.setattr(module, "_SOME_CONSTANT", ...)`: a module-private constant changed from outside.
+PATCHED_PRIVATE_CONSTANT = re.compile(r"""setattr\(\s*[\w.]+\s*,\s*["'](_[A-Z][A-Z0-9_]*)["']""")
+
+
+def test_the_private_constant_pattern() -> None:
+    assert PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(pending, "_POLL_SECONDS", 0.01)') == ["_POLL_SECONDS"]
+    assert PATCHED_PRIVATE_CONSTANT.findall("monkeypatch.setattr(\n    a.b, '_X', 1)") == ["_X"]
+    assert not PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(check, "_pytest", recorder)')
+    assert not PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(web, "FAILURES_OVERALL", 2)')
+
+
+def test_no_test_patches_a_module_private_constant() -> None:
+    """Timings a test shrinks come in as a value (`Settings.timings`, `LeasePolls`), not as a patched constant."""
+    found = {
+        path.relative_to(TESTS).as_posix(): PATCHED_PRIVATE_CONSTANT.findall(path.read_text(encoding="utf-8"))
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.name != "test_layout.py"
+    }
+    assert {path: names for path, names in found.items() if names} == {}

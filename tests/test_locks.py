@@ -8,11 +8,10 @@ import asyncio
 import anyio
 import pytest
 
-from openwebui_rag_mcp import locks as locks_module
 from openwebui_rag_mcp import runtime
 from openwebui_rag_mcp.config import ConfigError, load_settings
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks
+from openwebui_rag_mcp.locks import LeaseLocks, LeasePolls, LocalLocks
 
 pytestmark = pytest.mark.anyio
 
@@ -81,17 +80,14 @@ async def test_local_locks_serialise_one_base_and_not_two() -> None:
     assert locks._locks == {}  # nothing kept once nobody holds or waits
 
 
-@pytest.fixture
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(locks_module, "_POLL_FIRST", 0.001)
-    monkeypatch.setattr(locks_module, "_POLL_MAX", 0.002)
+FAST_POLLS = LeasePolls(first=0.001, most=0.002)
 
 
-async def test_a_lease_is_exclusive_per_base_across_replicas(fast_polls: None) -> None:
+async def test_a_lease_is_exclusive_per_base_across_replicas() -> None:
     clock = Clock()
     store = FakeStore(clock)
-    replica_a = LeaseLocks(store, wait_seconds=60, clock=clock)
-    replica_b = LeaseLocks(store, wait_seconds=60, clock=clock)
+    replica_a = LeaseLocks(store, wait_seconds=60, clock=clock, polls=FAST_POLLS)
+    replica_b = LeaseLocks(store, wait_seconds=60, clock=clock, polls=FAST_POLLS)
     order: list[str] = []
 
     async def write(locks: LeaseLocks, base: str, name: str) -> None:
@@ -107,12 +103,12 @@ async def test_a_lease_is_exclusive_per_base_across_replicas(fast_polls: None) -
     assert store.leases == {}  # released
 
 
-async def test_a_dead_replicas_lease_expires(fast_polls: None) -> None:
+async def test_a_dead_replicas_lease_expires() -> None:
     """A replica that died holding a lease blocks the base only until the lease's ttl has passed."""
     clock = Clock()
     store = FakeStore(clock)
     assert await store.acquire("openwebui-rag-mcp:write:kb", "dead-replica", 30_000)
-    alive = LeaseLocks(store, wait_seconds=120, clock=clock)
+    alive = LeaseLocks(store, wait_seconds=120, clock=clock, polls=FAST_POLLS)
 
     async def later() -> None:
         await asyncio.sleep(0.01)
@@ -128,11 +124,11 @@ async def test_a_dead_replicas_lease_expires(fast_polls: None) -> None:
     assert entered.is_set()
 
 
-async def test_waiting_too_long_is_a_conflict_that_changed_nothing(fast_polls: None) -> None:
+async def test_waiting_too_long_is_a_conflict_that_changed_nothing() -> None:
     clock = Clock()
     store = FakeStore(clock)
     assert await store.acquire("openwebui-rag-mcp:write:kb", "someone", 600_000)
-    locks = LeaseLocks(store, wait_seconds=5, clock=clock)
+    locks = LeaseLocks(store, wait_seconds=5, clock=clock, polls=FAST_POLLS)
 
     async def tick() -> None:
         while True:

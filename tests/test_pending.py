@@ -14,7 +14,6 @@ import httpx
 import pytest
 import respx
 
-from openwebui_rag_mcp import pending
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
@@ -65,11 +64,6 @@ async def app_for(router: respx.Router, journal: Inflight | None = None, **env: 
         yield App(settings=settings, client=client, inflight=journal)
     finally:
         await client.aclose()
-
-
-@pytest.fixture(autouse=True)
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pending, "_POLL_SECONDS", 0.01)
 
 
 async def test_open_webuis_own_pending_uploads_are_listed_with_their_status() -> None:

@@ -69,7 +69,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """How often the write path looks at Open WebUI while it waits; no variable sets them (tests shrink them)."""
+    """How often the server looks at Open WebUI while it waits; no variable sets them (tests shrink them)."""
 
     poll_first: float = 0.2  # the first look at an upload's processing; then 1.5 times longer each, up to poll_max
     poll_max: float = 2.0
@@ -88,6 +88,7 @@ class Timings:
     earlier_uploads_poll: float = 1.0
     confirm_every: float = 30.0
     upload_again_after: float = 2.0
+    pending_poll: float = 2.0  # `knowledge_files(pending=N)`: between looks at what is still processing
 
 
 @dataclass(frozen=True, slots=True)

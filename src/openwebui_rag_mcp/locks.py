@@ -24,6 +24,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import anyio
@@ -33,10 +34,17 @@ from openwebui_rag_mcp.errors import ToolFailure
 log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 30.0
-_POLL_FIRST = 0.05
-_POLL_MAX = 0.5
 # How long giving a lease back may take before it is left to expire by itself (a cancelled write, a shutdown).
 RELEASE_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeasePolls:
+    """How a replica waits for a lease another one holds: it asks again after `first` seconds, then twice as long
+    each time, up to `most`."""
+
+    first: float = 0.05
+    most: float = 0.5
 
 
 class Lease:
@@ -202,8 +210,10 @@ class LeaseLocks:
         ttl_seconds: float = LEASE_SECONDS,
         prefix: str = "openwebui-rag-mcp:write:",
         clock: Callable[[], float] = time.monotonic,
+        polls: LeasePolls = LeasePolls(),
     ) -> None:
         self._store = store
+        self._polls = polls
         self._wait = wait_seconds
         self._ttl_ms = max(1, int(ttl_seconds * 1000))
         self._prefix = prefix
@@ -244,7 +254,7 @@ class LeaseLocks:
     async def _acquire(self, key: str, token: str) -> float:
         """Take the lease; when the store confirmed it (the time the request was sent, so never later than Redis)."""
         deadline = self._clock() + self._wait
-        delay = _POLL_FIRST
+        delay = self._polls.first
         while True:
             sent_at = self._clock()
             try:
@@ -272,7 +282,7 @@ class LeaseLocks:
                     request_sent=False,
                 )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
+            delay = min(delay * 2, self._polls.most)
 
     async def _keep(self, key: str, token: str, lease: Lease) -> None:
         """Renew every third of the ttl; mark the lease lost when it is no longer certainly ours."""

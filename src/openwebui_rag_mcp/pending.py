@@ -26,7 +26,6 @@ from openwebui_rag_mcp.errors import ToolFailure, invalid_argument
 from openwebui_rag_mcp.models import FileItem, KnowledgeFiles
 
 WAIT_MAX_SECONDS = 3_600
-_POLL_SECONDS = 2.0
 Progress = Callable[[float, float, str], Awaitable[None]]
 
 
@@ -54,7 +53,7 @@ async def pending_files(
         # A client that went away must not stop the wait from ending normally.
         with contextlib.suppress(Exception):
             await progress(wait - left, wait, f"{len(items)} still processing")
-        await asyncio.sleep(min(_POLL_SECONDS, left))
+        await asyncio.sleep(min(app.settings.timings.pending_poll, left))
     if items:
         waited = f" after waiting {wait} s" if wait else ""
         hint = f"{len(items)} not searchable yet{waited}; pass pending=<seconds> to wait for them"
