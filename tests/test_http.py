@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import respx
 import uvicorn
-from mcp import Client
+from mcp import Client, MCPDeprecationWarning
 from mcp.client.streamable_http import streamable_http_client
 
 from openwebui_rag_mcp import web
@@ -265,6 +265,18 @@ async def test_a_get_of_the_endpoint_is_405_not_a_stream_that_never_speaks(resum
         still = await post_mcp(base, {"authorization": f"Bearer {ALICE}"})
     assert (status, allow) == (405, "POST")
     assert still.status_code == 200
+
+
+async def test_one_caller_does_not_set_the_log_level_of_a_shared_server() -> None:
+    root = logging.getLogger()
+    before = root.level
+    async with serving(openwebui()) as base, mcp_client(base, ALICE, mode="legacy") as client:
+        assert client.server_capabilities.logging is not None
+        with pytest.warns(MCPDeprecationWarning):
+            await client.set_logging_level("emergency")
+        listed = await client.list_tools()
+    assert root.level == before
+    assert listed.tools
 
 
 async def test_a_foreign_host_is_refused_unless_allowed() -> None:

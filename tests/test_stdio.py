@@ -245,3 +245,24 @@ def test_raw_stdio_stdout_is_only_json_rpc(tmp_path: Path) -> None:
     log = stderr_path.read_text()
     assert "RAG_SCORE_THRESHOLD" in log  # the warning went to stderr, not stdout
     assert_no_key(log, b"".join(server.lines).decode())
+
+
+def test_set_level_turns_the_servers_stderr_up_and_stdout_stays_the_protocol(tmp_path: Path) -> None:
+    stderr_path = tmp_path / "stderr.txt"
+    with fake_openwebui() as (url, _), stderr_path.open("wb") as stderr:
+        env = path_only_env(server_env(url, OPENWEBUI_LOG_LEVEL="ERROR"))
+        server = RawStdio([str(SCRIPT)], env, stderr, limit=LIMIT)
+        try:
+            init = server.initialize("logging")
+            assert "logging" in init["capabilities"]
+            assert server.call("knowledge_list", {})["isError"] is False
+            quiet = stderr_path.read_text()
+            assert server.request("logging/setLevel", {"level": "debug"}) == {}
+            assert server.call("knowledge_list", {})["isError"] is False
+        finally:
+            code = server.close()
+    assert code == 0
+    assert "HTTP Request" not in quiet
+    assert "HTTP Request: GET" in stderr_path.read_text()  # httpx's request lines, shown only when debugging
+    for line in server.lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"

@@ -11,7 +11,10 @@ field types: those took a third of the list) and the error branch every output s
 Claude Code validate error results too). Issue 17 (citations, filters, retrieval controls, URL adds) lets the list
 grow to 9,000 characters without the aliases; the 12,000 with them stay. Issue 41 gives the four aliases their tools'
 output schemas (970 characters: a client that validates structured content needs them), so 12,300 with the aliases.
-The budgets are the targets; a new tool or parameter has to fit in them.
+Issue 43 gives every tool a title hosts show a person (394 characters without the aliases, 543 with them) and an
+explicit openWorldHint (21 characters a tool, though true is its default: hosts and directories read a missing one
+differently): 9,644 and 13,123 characters, so budgets of 9,700 and 13,200. The budgets are the targets; a new tool
+or parameter has to fit in them.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from tests.conftest import make_settings
 
 pytestmark = pytest.mark.anyio
 
-BUDGET_WITH_ALIASES = 12_300
-BUDGET_WITHOUT_ALIASES = 9_000
+BUDGET_WITH_ALIASES = 13_200
+BUDGET_WITHOUT_ALIASES = 9_700
 HYBRID_CONTROLS_COST = 300  # characters OPENWEBUI_HYBRID_SEARCH may add per tool listing the controls
 NO_ALIASES = ",".join(ALIASES)
 ID_PARAMETERS = {"knowledge_id": "file_id", "knowledge_ids": "file_id", "file_id": "knowledge_id"}

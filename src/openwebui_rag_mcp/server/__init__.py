@@ -1,5 +1,6 @@
 """The MCP surface: `create_server` puts together the tool table (`table`, `tools`, with the schemas of `schemas`
-and the answers of `results`), the resources with their completions (`resources`) and the prompt (`prompts`)."""
+and the answers of `results`), the resources with their completions (`resources`), the prompt (`prompts`) and
+`logging/setLevel` (`logs`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.app import App, writes_refused
 from openwebui_rag_mcp.config import Settings
 from openwebui_rag_mcp.runtime import running_app
+from openwebui_rag_mcp.server.logs import add_logging
 from openwebui_rag_mcp.server.prompts import add_prompt
 from openwebui_rag_mcp.server.resources import add_resources
 from openwebui_rag_mcp.server.table import registered_tools
@@ -65,4 +67,5 @@ def create_server(
     )
     add_resources(server, settings)
     add_prompt(server, settings)
+    add_logging(server, shared=shared is not None)
     return server

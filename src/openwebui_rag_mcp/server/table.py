@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -17,14 +17,15 @@ from openwebui_rag_mcp.server import tools as t
 from openwebui_rag_mcp.server.results import app_of, failure_result
 from openwebui_rag_mcp.server.schemas import compact_input_schema, unlisted_for, with_error_branch
 
-# Only what differs from the MCP defaults (readOnlyHint false, destructiveHint true, idempotentHint false,
-# openWorldHint true), as every tools/list costs the agent context; destructiveHint stays explicit where it is true,
-# so a client that gets the default wrong still asks before a destructive change. The destructive and idempotent
-# hints are defined only for tools that are not read-only (MCP spec).
-READ = ToolAnnotations(read_only_hint=True)
-CREATE = ToolAnnotations(destructive_hint=False)
-CHANGE = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
-DESTROY = ToolAnnotations(destructive_hint=True)
+# Only what differs from the MCP defaults (readOnlyHint false, destructiveHint true, idempotentHint false), as every
+# tools/list costs the agent context; destructiveHint stays explicit where it is true, so a client that gets the
+# default wrong still asks before a destructive change. openWorldHint is published although true is its default:
+# every tool reaches Open WebUI (and URL adds the web), and hosts and directories read a missing hint differently.
+# The destructive and idempotent hints are defined only for tools that are not read-only (MCP spec).
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
+CREATE = ToolAnnotations(destructive_hint=False, open_world_hint=True)
+CHANGE = ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True)
+DESTROY = ToolAnnotations(destructive_hint=True, open_world_hint=True)
 
 
 class _Tool(Tool):
@@ -61,6 +62,7 @@ _DELETE = "Remove a document (file_id) from base knowledge_id; the file and othe
 _RENAME = "Rename base knowledge_id or change its description."
 _DELETE_BASE = "Delete base knowledge_id, created by this key's user; Open WebUI keeps its files."
 _ALIAS = " Alias of {0}."
+_ALIAS_TITLE = "{0} (alias)"
 
 
 def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
@@ -74,21 +76,30 @@ def _registered(settings: Settings, name: str, hints: ToolAnnotations) -> bool:
     return settings.tool_enabled(name) and not (settings.read_only and not hints.read_only_hint)
 
 
-# No display titles: hosts show the name instead, and every tools/list costs the agent context.
-SPECS: list[tuple[Callable[..., Awaitable[CallToolResult]], str, ToolAnnotations]] = [
-    (t.knowledge_list, _LIST, READ),
-    (t.knowledge_files, _FILES, READ),
-    (t.knowledge_search, _SEARCH, READ),
-    (t.knowledge_get_file, _GET_FILE, READ),
-    (t.knowledge_find, _FIND, READ),
-    (t.knowledge_health, _HEALTH, READ),
-    (t.knowledge_create, _CREATE, CREATE),
-    (t.knowledge_add, _ADD, CREATE),
-    (t.knowledge_add_file, _ADD_FILE, CREATE),
-    (t.knowledge_update, _UPDATE, CHANGE),
-    (t.knowledge_delete, _DELETE, CHANGE),
-    (t.knowledge_rename, _RENAME, CHANGE),
-    (t.knowledge_delete_base, _DELETE_BASE, DESTROY),
+class Spec(NamedTuple):
+    """A tool as declared once: its function (whose name is the tool's), the title hosts show a person, the
+    description the agent reads, and its annotations."""
+
+    fn: Callable[..., Awaitable[CallToolResult]]
+    title: str
+    description: str
+    hints: ToolAnnotations
+
+
+SPECS: list[Spec] = [
+    Spec(t.knowledge_list, "List knowledge bases", _LIST, READ),
+    Spec(t.knowledge_files, "List a base's documents", _FILES, READ),
+    Spec(t.knowledge_search, "Search knowledge bases", _SEARCH, READ),
+    Spec(t.knowledge_get_file, "Read a document", _GET_FILE, READ),
+    Spec(t.knowledge_find, "Find exact text in a base", _FIND, READ),
+    Spec(t.knowledge_health, "Check Open WebUI", _HEALTH, READ),
+    Spec(t.knowledge_create, "Create a knowledge base", _CREATE, CREATE),
+    Spec(t.knowledge_add, "Add a text document", _ADD, CREATE),
+    Spec(t.knowledge_add_file, "Add a file or web page", _ADD_FILE, CREATE),
+    Spec(t.knowledge_update, "Replace a document's text", _UPDATE, CHANGE),
+    Spec(t.knowledge_delete, "Remove a document from a base", _DELETE, CHANGE),
+    Spec(t.knowledge_rename, "Rename a knowledge base", _RENAME, CHANGE),
+    Spec(t.knowledge_delete_base, "Delete a knowledge base", _DELETE_BASE, DESTROY),
 ]
 
 
@@ -97,10 +108,13 @@ def registered_tools(settings: Settings) -> list[Tool]:
     aliases_of = {name: alias for alias, name in ALIASES.items()}
     built: dict[str, Tool] = {}
 
-    def _tool(fn: Callable[..., Any], description: str, hints: ToolAnnotations) -> Tool:
-        """The tool for `fn` with compact schemas, built once even when its alias is registered too."""
+    def _tool(spec: Spec) -> Tool:
+        """The tool of `spec` with compact schemas, built once even when its alias is registered too."""
+        fn = spec.fn
         if fn.__name__ not in built:
-            tool = _Tool.from_function(fn, name=fn.__name__, description=description, annotations=hints)
+            tool = _Tool.from_function(
+                fn, name=fn.__name__, title=spec.title, description=spec.description, annotations=spec.hints
+            )
             compact_input_schema(tool.parameters, unlisted_for(settings))
             if tool.fn_metadata.output_schema is not None:
                 tool.fn_metadata.output_schema = with_error_branch(tool.fn_metadata.output_schema)
@@ -108,18 +122,20 @@ def registered_tools(settings: Settings) -> list[Tool]:
         return built[fn.__name__]
 
     registered: list[Tool] = []
-    for fn, description, hints in SPECS:
-        name = fn.__name__
+    for spec in SPECS:
+        name = spec.fn.__name__
         for tool_name in (name, aliases_of.get(name)):
-            if tool_name is None or not _registered(settings, tool_name, hints):
+            if tool_name is None or not _registered(settings, tool_name, spec.hints):
                 continue
             if tool_name == name:
-                registered.append(_tool(fn, description, hints))
+                registered.append(_tool(spec))
                 continue
             # The same inputs, output schema and full description. Copied, not built again: building a tool's
             # schemas is most of create_server's time.
-            original = _tool(fn, description, hints)
-            registered.append(
-                original.model_copy(update={"name": tool_name, "description": description + _ALIAS.format(name)})
-            )
+            update = {
+                "name": tool_name,
+                "title": _ALIAS_TITLE.format(spec.title),
+                "description": spec.description + _ALIAS.format(name),
+            }
+            registered.append(_tool(spec).model_copy(update=update))
     return registered
