@@ -305,7 +305,8 @@ def test_tool_enabled_applies_only_the_disabled_tools() -> None:
 
 
 def test_tool_enabled_leaves_read_only_to_the_server() -> None:
-    # OPENWEBUI_READ_ONLY is read into `read_only`; which tools it drops follows from their annotations (server.py).
+    # OPENWEBUI_READ_ONLY is read into `read_only`; which tools it drops follows from their annotations
+    # (server/table.py).
     settings = load_settings({**VALID, "OPENWEBUI_READ_ONLY": "true", "OPENWEBUI_DISABLED_TOOLS": "rag_health"})
     assert settings.read_only is True
     assert load_settings(VALID).read_only is False

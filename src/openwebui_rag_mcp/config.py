@@ -136,8 +136,8 @@ class Settings:
     def tool_enabled(self, name: str) -> bool:
         """Whether OPENWEBUI_DISABLED_TOOLS leaves a tool (or alias) in.
 
-        OPENWEBUI_READ_ONLY is not applied here: in read-only mode server.py leaves out every tool whose annotations
-        do not say read-only, so there is no second list of write tools to keep in step.
+        OPENWEBUI_READ_ONLY is not applied here: in read-only mode server/table.py leaves out every tool whose
+        annotations do not say read-only, so there is no second list of write tools to keep in step.
         """
         return name not in self.disabled_tools
 

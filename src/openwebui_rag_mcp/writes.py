@@ -21,7 +21,7 @@ from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.app import App, check_id, check_writes_allowed
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import Stage, ToolFailure, invalid_argument
-from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server.py builds one
+from openwebui_rag_mcp.localfiles import FileSource as FileSource  # re-exported: server/tools.py builds one
 from openwebui_rag_mcp.localfiles import read_source
 from openwebui_rag_mcp.locks import Lease
 from openwebui_rag_mcp.models import (
