@@ -13,6 +13,7 @@ the same documents as the uninterrupted runs.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -316,3 +317,33 @@ def folders_by_walk_ids(inst: Instance, knowledge_id: str) -> dict[str, str]:
         answer = http.post(f"/api/v1/knowledge/{knowledge_id}/sync/diff", json={"manifest": []})
         assert answer.status_code == 200, answer.text
         return dict(answer.json()["directory_map"])
+
+
+def test_a_copy_of_a_synced_folder_is_refused_and_the_originals_documents_stay(
+    live_openwebui: Instance, tmp_path: Path
+) -> None:
+    """Issue 41, item 5: copying a synced folder copies its id file. Synced as the original, the copy replaced the
+    original's documents with its edits and `--delete` removed those of the files it lacks; now the copy is refused
+    (exit 5, saying how to go on), the base is as the original left it, and the original still syncs as itself."""
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    (original / "docs").mkdir(parents=True)
+    for index, where in enumerate(("", "", "docs")):
+        (original / where / f"note-{index}.md").write_text(f"# {run} note {index}\n")
+    knowledge_id = owui.create_knowledge(inst, f"copied-{run}", "a folder and its copy", private=True)
+    first = run_sync(inst, original, knowledge_id)
+    assert first.code == 0, first.told([])
+    before = documents_of(inst, knowledge_id)
+    assert len(before) == 3
+    shutil.copytree(original, copy)
+    (copy / "note-0.md").write_text(f"# {run} note 0, edited in the copy\n")
+    (copy / "note-1.md").unlink()
+    for flags in ((), ("--delete",), ("--delete", "--dry-run")):
+        refused = run_sync(inst, copy, knowledge_id, *flags)
+        assert refused.code == 5, refused.told([])
+        assert any("looks like a copy" in line and "--source" in line for line in refused.lines), refused.lines
+    assert documents_of(inst, knowledge_id) == before
+    again = run_sync(inst, original, knowledge_id, "--delete")
+    assert again.code == 0, again.told([])
+    assert again.summary == {"added": 0, "replaced": 0, "renamed": 0, "removed": 0, "unchanged": 3, "failed": 0}
+    assert documents_of(inst, knowledge_id) == before

@@ -4,7 +4,10 @@ the only thing that makes a document this folder's."""
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +164,121 @@ async def test_a_document_named_with_this_folders_own_source_is_not_its_own(base
         assert not any("naming them that way" in line for line in lines), lines
         assert theirs <= set(base.members)
         assert "other.md" in base.names()
+
+
+# -- a copied folder (issue 41, item 5) ------------------------------------------------------------------------------
+
+
+def real(folder: Path) -> str:
+    return os.path.realpath(folder)
+
+
+def made_in(folder: Path) -> dict[str, Any]:
+    """The record of where the folder's id was made, as its id file keeps it."""
+    text = (folder / SOURCE_FILE).read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("# made in: ")]
+    record: dict[str, Any] = json.loads(line.removeprefix("# made in: "))
+    return record
+
+
+def record_made_in(folder: Path, **changes: Any) -> None:
+    """Rewrite the record of where the folder's id was made, as if made elsewhere."""
+    text = (folder / SOURCE_FILE).read_text()
+    record = made_in(folder)
+    old = f"# made in: {json.dumps(record, ensure_ascii=False)}"
+    assert old in text
+    (folder / SOURCE_FILE).write_text(text.replace(old, f"# made in: {json.dumps(record | changes)}"))
+
+
+async def test_a_copy_of_a_synced_folder_is_refused_and_the_originals_documents_stay(
+    base: Base, tmp_path: Path
+) -> None:
+    """Copying a folder copies its id file: synced as the original, the copy would replace the original's documents
+    with its own edits, and --delete would remove those of the files it lacks. The copy is refused (exit 5) before
+    Open WebUI is asked anything, with how to go on; with its id file deleted it syncs as a folder of its own, and the
+    original goes on as itself."""
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    original.mkdir()
+    for name in ("a.md", "b.md"):
+        (original / name).write_text(f"# {name}")
+    assert (await run(original))[0] == OK
+    held, calls = dict(base.members), len(base.router.calls)
+    shutil.copytree(original, copy)
+    (copy / "a.md").write_text("# a.md, edited in the copy")
+    (copy / "b.md").unlink()
+    for options in ({}, {"delete": True}, {"dry_run": True}):
+        code, lines = await run(copy, **options)
+        assert code == UNUSABLE, lines
+        (said,) = lines
+        assert f"was made in {real(original)}, not in this folder" in said, said
+        assert f"delete {copy / SOURCE_FILE} here" in said, said
+        assert "--source " in said, said
+    assert base.router.calls[calls:] == []  # refused before asking Open WebUI anything
+    assert base.members == held
+    (copy / SOURCE_FILE).unlink()
+    code, lines = await run(copy, delete=True)
+    assert code == OK, lines
+    assert held.items() <= base.members.items()  # the original's documents untouched
+    code, lines = await run(original, delete=True)
+    assert (code, lines[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 2 unchanged, 0 failed"), lines
+
+
+async def test_an_old_id_file_is_kept_and_records_where_it_is(base: Base, tmp_path: Path) -> None:
+    """An id file from a version that recorded nothing is this folder's: its next real run writes the record beside
+    the id (a dry run writes nothing), and the run after that changes nothing."""
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A")
+    (folder / SOURCE_FILE).write_text("# the folder's id\nhandbook1\n")
+    assert (await run(folder, dry_run=True))[0] == OK
+    assert (folder / SOURCE_FILE).read_text() == "# the folder's id\nhandbook1\n"
+    assert (await run(folder))[0] == OK
+    assert (folder / SOURCE_FILE).read_text().split()[-1] == "handbook1"
+    assert made_in(folder)["path"] == real(folder)
+    calls = len(base.router.calls)
+    code, lines = await run(folder, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, []), lines
+
+
+async def test_a_moved_folder_keeps_its_id(base: Base, tmp_path: Path) -> None:
+    """Renamed on its file system (the same folder: its device and inode), or copied to another and the original
+    removed (a move across file systems: nothing else holds the id), the folder is still itself."""
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A")
+    assert (await run(folder))[0] == OK
+    calls = len(base.router.calls)
+    renamed = folder.rename(tmp_path / "renamed")
+    code, lines = await run(renamed, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, []), lines
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(renamed, elsewhere)
+    shutil.rmtree(renamed)
+    code, lines = await run(elsewhere, delete=True)
+    assert (code, writes_since(base, calls)) == (OK, []), lines
+    assert any("no longer holds it" in line for line in lines), lines
+    assert made_in(elsewhere)["path"] == real(elsewhere)
+
+
+async def test_an_id_made_on_another_machine_is_refused_unless_it_is_the_same_folder(
+    base: Base, tmp_path: Path
+) -> None:
+    """Made on another machine, the id is this folder's only if the folder is the same: at the same path with the
+    same inode (a share mounted there too). Else it may be a copy whose original this machine cannot look at:
+    refused, and `--source` still overrides. Made again at the same path on this machine (a restore), it is kept."""
+    folder = tmp_path / "share"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A")
+    assert (await run(folder))[0] == OK
+    source = (folder / SOURCE_FILE).read_text().split()[-1]
+    inode = made_in(folder)["inode"]
+    record_made_in(folder, host="laptop", device=made_in(folder)["device"] + 1)
+    assert (await run(folder))[0] == OK  # the same share on another machine
+    record_made_in(folder, inode=inode + 1)
+    code, lines = await run(folder)
+    assert code == UNUSABLE, lines
+    assert f"was made in {real(folder)} on laptop" in lines[0], lines
+    code, lines = await run(folder, source=source)
+    assert code == OK, lines
+    record_made_in(folder, host=socket.gethostname())
+    assert (await run(folder))[0] == OK  # made again at this path on this machine
