@@ -206,7 +206,8 @@ async def test_a_copy_of_a_synced_folder_is_refused_and_the_originals_documents_
     shutil.copytree(original, copy)
     (copy / "a.md").write_text("# a.md, edited in the copy")
     (copy / "b.md").unlink()
-    for options in ({}, {"delete": True}, {"dry_run": True}):
+    every: list[dict[str, Any]] = [{}, {"delete": True}, {"dry_run": True}]
+    for options in every:
         code, lines = await run(copy, **options)
         assert code == UNUSABLE, lines
         (said,) = lines
