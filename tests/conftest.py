@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import respx
+from mcp.types import CallToolResult, TextContent
 
 from openwebui_rag_mcp.config import Settings, Timings, load_settings
 
@@ -55,6 +57,28 @@ def assert_no_key(*texts: object) -> None:
         assert API_KEY not in shown
         for start in range(len(secret) - 7):
             assert secret[start : start + 8] not in shown, f"a piece of the API key leaked: {shown!r}"
+
+
+def text_of(result: CallToolResult) -> str:
+    """The one text block of a tool result."""
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def sent(route: respx.Route) -> dict[str, Any]:
+    """The JSON body of the last request `route` answered."""
+    body: dict[str, Any] = json.loads(route.calls.last.request.content)
+    return body
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (yet)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def pytest_configure(config: pytest.Config) -> None:

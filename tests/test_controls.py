@@ -23,7 +23,6 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
 
 from openwebui_rag_mcp import writes
 from openwebui_rag_mcp.app import App
@@ -32,7 +31,7 @@ from openwebui_rag_mcp.config import ALIASES, READ_TOOLS, WRITE_TOOLS
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import INSTRUCTIONS, create_server
-from tests.conftest import API_KEY, assert_no_key, make_settings
+from tests.conftest import API_KEY, assert_no_key, make_settings, text_of
 from tests.faultstub import (
     BASE_URL,
     FILE,
@@ -81,13 +80,6 @@ async def connect(lane: Lane, env: dict[str, str] | None = None) -> AsyncIterato
     slot.use(lane)
     async with Client(server, raise_exceptions=True) as client:
         yield client
-
-
-def text_of(result: CallToolResult) -> str:
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -29,14 +29,14 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import MAX_RESPONSE_BYTES
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
 from tests import faultstub
-from tests.conftest import assert_no_key, make_settings
+from tests.conftest import assert_no_key, make_settings, text_of
 from tests.faultstub import (
     AUTHORIZATION,
     FILE,
@@ -413,13 +413,6 @@ def target(kind: str, call: ToolCall, case: FaultCase, stub: FaultStub) -> Targe
 
 
 # -- checks -------------------------------------------------------------------------------------------------------
-
-
-def text_of(result: CallToolResult) -> str:
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 async def check(result: CallToolResult, call: ToolCall, expected: Outcome) -> None:

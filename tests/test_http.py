@@ -9,7 +9,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from openwebui_rag_mcp import web
 from openwebui_rag_mcp.config import ConfigError, Settings, load_settings
 from openwebui_rag_mcp.web import build_app
-from tests.conftest import BASE_URL, mock_transport, new_router
+from tests.conftest import BASE_URL, free_port, mock_transport, new_router
 
 pytestmark = pytest.mark.anyio
 
@@ -85,13 +84,6 @@ def settings_for(**env: str) -> Settings:
     return load_settings(
         {"OPENWEBUI_URL": BASE_URL, "OPENWEBUI_MCP_TRANSPORT": "streamable-http", "OPENWEBUI_MCP_PORT": "1", **env}
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ answer came from the other retrieval mode (hybrid answers copy each fragment's r
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import respx
 from mcp import Client
 
 from openwebui_rag_mcp.server import create_server
-from tests.conftest import make_settings, mock_transport
+from tests.conftest import make_settings, mock_transport, sent
 
 pytestmark = pytest.mark.anyio
 
@@ -70,11 +69,6 @@ async def search(router: respx.Router, env: dict[str, str] | None = None, **argu
         result = await client.call_tool("knowledge_search", {"query": "who is on call", **arguments})
     assert isinstance(result.structured_content, dict)
     return bool(result.is_error), result.structured_content
-
-
-def sent(route: respx.Route) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(route.calls.last.request.content)
-    return body
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,13 @@ import pytest
 import respx
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, Tool
+from mcp.types import CallToolResult, Tool
 
 from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
-from tests.conftest import API_KEY, assert_no_key, fixture_json, make_settings, mock_transport
+from tests.conftest import API_KEY, assert_no_key, fixture_json, make_settings, mock_transport, sent, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -153,13 +153,6 @@ async def connect(router: respx.Router, url: str | None = None, **env: str) -> A
             yield client
     finally:
         _TRANSPORT.router = None
-
-
-def text_of(result: CallToolResult) -> str:
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
@@ -360,11 +353,6 @@ async def test_health_auth_failure(router: respx.Router) -> None:
 
 
 # -- search -----------------------------------------------------------------------------------------------------
-
-
-def sent(route: respx.Route) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(route.calls.last.request.content)
-    return body
 
 
 async def test_search_all_bases_lists_then_queries_once(upstream: Upstream) -> None:

@@ -8,7 +8,6 @@ nothing but protocol messages, byte for byte).
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.conftest import API_KEY, assert_no_key, fixture_json
+from tests.conftest import API_KEY, assert_no_key, fixture_json, free_port
 from tests.rawstdio import RawStdio, path_only_env
 
 pytestmark = pytest.mark.anyio
@@ -104,13 +103,6 @@ def fake_openwebui(port: int = 0) -> Iterator[tuple[str, list[tuple[str, str, st
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def server_env(url: str, **extra: str) -> dict[str, str]:
