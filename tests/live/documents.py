@@ -211,3 +211,8 @@ def build(kind: str, tag: str, stem: str = "notes") -> Document:
 def build_no_text(kind: str) -> Document:
     filename, builder = NO_TEXT[kind]
     return Document(kind, filename, builder(), "")
+
+
+def one_line(text: str) -> str:
+    """`text` with every run of whitespace one space: a phrase as a search hit may show it (lines joined)."""
+    return " ".join(text.split())

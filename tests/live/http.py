@@ -1,5 +1,6 @@
 """Helpers for the live tests of the Streamable HTTP transport: the SDK's client over HTTP, raw POSTs, the choice of
-releases a test runs on, and a scripted OpenAI-compatible model on loopback (for Open WebUI as the MCP client)."""
+releases a test runs on (and fixtures asked for lazily), the npm clients, and a scripted OpenAI-compatible model on
+loopback (for Open WebUI as the MCP client)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from devtools import openwebui_local
+from devtools import npm_tools, openwebui_local
+from devtools.npm_tools import NpmInstallError, NpmTool
+from devtools.openwebui_local import Instance
 from tests.live.stdio import every_page, structured
 
 CALL_TIMEOUT = 300.0
@@ -28,6 +33,26 @@ CALL_TIMEOUT = 300.0
 def live_version() -> str:
     """The release the live suite runs against (as ``tests/live/conftest.py`` picks it)."""
     return os.environ.get("OPENWEBUI_LIVE_VERSION") or openwebui_local.NEWEST
+
+
+def lazily(request: pytest.FixtureRequest, name: str) -> Any:
+    """A fixture, asked for only once the test knows it runs on this release (so a no-op starts nothing)."""
+    return request.getfixturevalue(name)
+
+
+def lazy_openwebui(request: pytest.FixtureRequest) -> Instance:
+    """`live_openwebui`, asked for lazily."""
+    return cast(Instance, lazily(request, "live_openwebui"))
+
+
+def npm_binary(tool: NpmTool) -> Path:
+    """`tool` installed from npm into the cache (once); the test fails, without a traceback, when npm cannot."""
+    problem = ""
+    try:
+        return npm_tools.ensure(tool)
+    except NpmInstallError as exc:
+        problem = str(exc)
+    pytest.fail(f"could not install {tool.spec} from npm: {problem}", pytrace=False)
 
 
 def not_on_this_release(releases: Sequence[str], why: str) -> bool:

@@ -14,6 +14,7 @@ from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance, User
 from openwebui_rag_mcp.compat import Release
 from tests.live import documents
+from tests.live.documents import one_line
 from tests.live.stdio import Session, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -21,10 +22,6 @@ pytestmark = pytest.mark.anyio
 PUBLIC = "https://chat.example.com"
 # In the admin's private document only: if it shows up in the plain user's output, a citation leaked it.
 LEAK_MARK = "vorthanquel"
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 async def hit_with(server: Session, file_id: str, phrase: str) -> dict[str, object]:

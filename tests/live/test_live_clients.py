@@ -28,9 +28,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from devtools import npm_tools, snippets
 from devtools import openwebui_local as owui
-from devtools.npm_tools import CLAUDE_CODE, INSPECTOR, NpmInstallError, NpmTool
+from devtools import snippets
+from devtools.npm_tools import CLAUDE_CODE, INSPECTOR
 from devtools.openwebui_local import Instance
 from devtools.snippets import (
     KEY_PLACEHOLDER,
@@ -41,6 +41,7 @@ from devtools.snippets import (
     InspectorCall,
 )
 from openwebui_rag_mcp.config import DEFAULT_TOOLS
+from tests.live.http import npm_binary
 from tests.live.stdio import SCRIPT
 
 RUN_TIMEOUT = 120.0
@@ -69,23 +70,14 @@ def seeded(live_openwebui: Instance) -> Seeded:
     return Seeded(knowledge_id, frozenset(file_ids))
 
 
-def _npm_binary(tool: NpmTool) -> Path:
-    problem = ""
-    try:
-        return npm_tools.ensure(tool)
-    except NpmInstallError as exc:
-        problem = str(exc)
-    pytest.fail(f"could not install {tool.spec} from npm: {problem}", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def inspector() -> Path:
-    return _npm_binary(INSPECTOR)
+    return npm_binary(INSPECTOR)
 
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    return _npm_binary(CLAUDE_CODE)
+    return npm_binary(CLAUDE_CODE)
 
 
 def real_values(instance: Instance, text: str, knowledge_id: str = "") -> str:

@@ -28,7 +28,7 @@ import pytest
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance, User
 from tests.live import documents
-from tests.live.documents import Document
+from tests.live.documents import Document, one_line
 from tests.live.stdio import Session, stdio_session
 
 pytestmark = pytest.mark.anyio
@@ -39,10 +39,6 @@ SECRET = "kelvorath-secret-do-not-echo"
 
 def tag() -> str:
     return uuid.uuid4().hex[:10]
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 async def add_file(server: Session, knowledge_id: str, **source: Any) -> tuple[bool, dict[str, Any]]:

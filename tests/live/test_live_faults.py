@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import pytest
@@ -47,7 +47,7 @@ from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Process
 from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp.config import load_settings
-from tests.live.http import mcp_http, not_on_this_release
+from tests.live.http import lazy_openwebui, mcp_http, not_on_this_release
 from tests.live.stdio import SCRIPT, stdio_session
 from tests.live.syncrun import sync_env
 from tests.live.versionproxy import VersionProxy
@@ -62,10 +62,6 @@ SETTLE_WAIT = 180.0  # how long recovery may take after a restart: a hang guard 
 # Redis died, last this long, which the tests wait out. Shorter keeps them short; renewed every third, it still leaves
 # a busy machine seconds to spare.
 LEASE_SECONDS = 10
-
-
-def lazily(request: pytest.FixtureRequest) -> Instance:
-    return cast(Instance, request.getfixturevalue("live_openwebui"))
 
 
 def note(number: int) -> dict[str, str]:
@@ -127,7 +123,7 @@ async def test_a_replica_killed_mid_write_leaves_nothing_and_frees_the_base(
 ) -> None:
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     method, path, after_answer, drop = STAGES[stage]
     if stage == "while processing" and owui.version_parts(inst.version) < (0, 6, 23):
         # 0.6.5 processes during the upload request: "upload answered, answer never read" is that stage there.
@@ -192,7 +188,7 @@ async def test_redis_lost_during_a_write_stops_it_before_its_next_request(
     go on."""
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"fault-lease-{uuid.uuid4().hex[:8]}", "Redis dies mid-write")
     before = owui.file_ids(inst)
     token = secrets.token_urlsafe(24)
@@ -240,7 +236,7 @@ async def test_redis_down_refuses_writes_reads_go_on_and_writes_come_back(
 ) -> None:
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"fault-redis-{uuid.uuid4().hex[:8]}", "Redis goes away")
     token = secrets.token_urlsafe(24)
     redis = started(lambda: replicas.start_redis(tmp_path))
@@ -280,7 +276,7 @@ async def test_twenty_adds_over_two_replicas_while_one_is_killed(
 ) -> None:
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"fault-replicas-{uuid.uuid4().hex[:8]}", "a replica dies")
     before = owui.file_ids(inst)
     token = secrets.token_urlsafe(24)
@@ -356,7 +352,7 @@ async def test_an_attach_answered_too_late_is_waited_for_not_undone(
     without a file (before 0.6.42, a late rewrite of the base's list); the write waits and says "added"."""
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"fault-late-{uuid.uuid4().hex[:8]}", "an attach answered too late")
     before = owui.file_ids(inst)
     added = note(1)
@@ -398,7 +394,7 @@ async def test_an_attach_answered_too_late_is_waited_for_not_undone(
 def test_openwebui_killed_mid_sync_then_the_next_run_completes(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"fault-sync-{uuid.uuid4().hex[:8]}", "Open WebUI restarts")
     folder = tmp_path / "folder"
     folder.mkdir()

@@ -27,13 +27,21 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from devtools import npm_tools, replicas
 from devtools import openwebui_local as owui
-from devtools.npm_tools import CLAUDE_CODE, INSPECTOR, NpmInstallError, NpmTool
+from devtools import replicas
+from devtools.npm_tools import CLAUDE_CODE, INSPECTOR
 from devtools.openwebui_local import Instance, User
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.config import DEFAULT_TOOLS
-from tests.live.http import Progress, access_lines_when, mcp_http, not_on_this_release, post_tools_list
+from tests.live.http import (
+    Progress,
+    access_lines_when,
+    lazily,
+    mcp_http,
+    not_on_this_release,
+    npm_binary,
+    post_tools_list,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -103,11 +111,6 @@ def people(live_openwebui: Instance, live_user: User) -> tuple[Person, Person]:
         with owui.client(inst, me.credential) as http:
             assert http.get(f"/api/v1/files/{them.file}").status_code != 200, "harness: a private file is readable"
     return first, second
-
-
-def lazily(request: pytest.FixtureRequest, name: str) -> Any:
-    """A fixture, asked for only once the test knows it runs on this release (so a no-op starts nothing)."""
-    return request.getfixturevalue(name)
 
 
 def owner_of(inst: Instance, file_id: str) -> str:
@@ -382,15 +385,6 @@ async def test_two_users_at_once_each_see_and_write_only_their_own(request: pyte
 # -- real clients over HTTP ------------------------------------------------------------------------------------------
 
 
-def _npm_binary(tool: NpmTool) -> Path:
-    problem = ""
-    try:
-        return npm_tools.ensure(tool)
-    except NpmInstallError as exc:
-        problem = str(exc)
-    pytest.fail(f"could not install {tool.spec} from npm: {problem}", pytrace=False)
-
-
 def _run(argv: list[str], env: dict[str, str], cwd: Path, *secrets: str) -> subprocess.CompletedProcess[str]:
     try:
         result = subprocess.run(
@@ -411,7 +405,7 @@ def test_inspector_cli_over_http(request: pytest.FixtureRequest, era: str, tmp_p
         return
     first, second = cast(tuple[Person, Person], lazily(request, "people"))
     served = cast(Served, lazily(request, "served"))
-    binary = _npm_binary(INSPECTOR)
+    binary = npm_binary(INSPECTOR)
     base = [str(binary), "--cli", "--transport", "http", "--server-url", served.url, "--protocol-era", era]
     base += ["--header", f"Authorization: Bearer {first.credential}"]
     env = {**replicas.server_env({}), "HOME": str(tmp_path)}
@@ -457,7 +451,7 @@ def test_claude_code_adds_the_http_server_and_connects(request: pytest.FixtureRe
         return
     first, _ = cast(tuple[Person, Person], lazily(request, "people"))
     served = cast(Served, lazily(request, "served"))
-    binary = _npm_binary(CLAUDE_CODE)
+    binary = npm_binary(CLAUDE_CODE)
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()

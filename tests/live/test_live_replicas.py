@@ -26,7 +26,6 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 import anyio
 import pytest
@@ -35,7 +34,7 @@ from devtools import openwebui_local as owui
 from devtools import replicas
 from devtools.openwebui_local import Instance
 from devtools.replicas import MissingBinary, Stack
-from tests.live.http import mcp_http, not_on_this_release
+from tests.live.http import lazy_openwebui, mcp_http, not_on_this_release
 
 pytestmark = pytest.mark.anyio
 
@@ -118,14 +117,10 @@ def calls_per_replica(stack: Stack) -> Counter[str]:
     return counts
 
 
-def lazily(request: pytest.FixtureRequest) -> Instance:
-    return cast(Instance, request.getfixturevalue("live_openwebui"))
-
-
 async def test_twenty_concurrent_adds_through_nginx_all_land(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"replicas-{uuid.uuid4().hex[:8]}", "twenty writes at once")
     stack, token = stack_for(inst, tmp_path, redis=True)
     outcome = Outcome()
@@ -153,7 +148,7 @@ async def test_control_without_redis_loses_documents(request: pytest.FixtureRequ
     acknowledged. This shows that the shared lock is what the test above measures."""
     if not_on_this_release(CONTROL_RELEASES, CONTROL_WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"replicas-control-{uuid.uuid4().hex[:8]}", "no shared lock")
     stack, token = stack_for(inst, tmp_path, redis=False)
     outcome = Outcome()
@@ -181,7 +176,7 @@ async def test_stopping_a_replica_midway_loses_nothing_acknowledged(
     WebUI; a call cut off may fail, but none may report ok for a document that is not there."""
     if not_on_this_release(RELEASES, WHY):
         return
-    inst = lazily(request)
+    inst = lazy_openwebui(request)
     knowledge_id = owui.create_knowledge(inst, f"replicas-stop-{uuid.uuid4().hex[:8]}", "one replica stops")
     stack, token = stack_for(inst, tmp_path, redis=True)
     victim = stack.replicas[0]
