@@ -54,7 +54,7 @@ async def app_for(upstream: Upstream, allowed: Path | None, **env: str) -> Async
 async def refused(upstream: Upstream, allowed: Path | None, source: FileSource, **env: str) -> ToolFailure:
     async with app_for(upstream, allowed, **env) as app:
         with pytest.raises(ToolFailure) as caught:
-            await add_file(app, KB, source, None, None)
+            await add_file(app, KB, source)
     failure = caught.value
     assert (failure.stage, failure.outcome, failure.request_sent) == ("upload", "not_applied", False)
     assert SECRET_CONTENT not in failure.message
@@ -107,7 +107,7 @@ async def test_paths_are_refused_over_http(upstream: Upstream, allowed: Path) ->
     async with app_for(upstream, allowed) as app:
         http_app = dataclasses.replace(app, settings=dataclasses.replace(app.settings, transport="streamable-http"))
         with pytest.raises(ToolFailure) as caught:
-            await add_file(http_app, KB, local(allowed / "report.md"), None, None)
+            await add_file(http_app, KB, local(allowed / "report.md"))
     assert caught.value.code == "forbidden"
     assert "HTTP" in caught.value.message
 
@@ -137,7 +137,9 @@ async def test_a_local_file_is_added_with_its_extension_and_the_extracted_size(
     upstream: Upstream, allowed: Path
 ) -> None:
     async with app_for(upstream, allowed) as app:
-        added = await add_file(app, KB, local(allowed / "report.md"), "Квартальный отчёт", {"author": "Иван"})
+        added = await add_file(
+            app, KB, local(allowed / "report.md"), title="Квартальный отчёт", metadata={"author": "Иван"}
+        )
     assert (added.file_id, added.filename, added.size) == (
         FILE,
         "Квартальный_отчёт.md",
@@ -151,7 +153,7 @@ async def test_base64_content_keeps_its_type(upstream: Upstream) -> None:
     csv = "city,country\nМосква,Россия\n北京,中国\n"
     source = FileSource(None, base64.b64encode(csv.encode()).decode(), "cities.CSV")
     async with app_for(upstream, None) as app:
-        added = await add_file(app, KB, source, None, None)
+        added = await add_file(app, KB, source)
     assert added.filename == "cities.csv"
     assert added.title == "cities.CSV"
     request = upstream.upload.calls.last.request
@@ -164,7 +166,7 @@ async def test_nothing_extracted_fails_at_processing_and_removes_the_upload(upst
     source = FileSource(None, base64.b64encode(b"%PDF-1.4 image only").decode(), "scan.pdf")
     async with app_for(upstream, None) as app:
         with pytest.raises(ToolFailure) as caught:
-            await add_file(app, KB, source, None, None)
+            await add_file(app, KB, source)
     failure = caught.value
     assert (failure.code, failure.stage, failure.outcome, failure.file_id) == (
         "upstream_error",
@@ -181,7 +183,7 @@ async def test_before_0_6_23_the_text_comes_from_the_upload_answer(allowed: Path
     """0.6.5 processes during the upload and answers with the extracted text: the file is not read again."""
     upstream = Upstream(new_router(), release="0.6.5")
     async with app_for(upstream, allowed) as app:
-        added = await add_file(app, KB, local(allowed / "report.md"), None, None)
+        added = await add_file(app, KB, local(allowed / "report.md"))
     assert added.extracted_chars == len(f"# Отчёт\n\n{SECRET_CONTENT}\n")
     assert f"GET /api/v1/files/{FILE}" not in upstream.requests()
     assert upstream.add.call_count == 1
@@ -198,7 +200,7 @@ async def test_before_0_6_23_an_upload_answered_without_text_is_removed(allowed:
     upstream.upload.side_effect = without_text
     async with app_for(upstream, allowed) as app:
         with pytest.raises(ToolFailure) as caught:
-            await add_file(app, KB, local(allowed / "report.md"), None, None)
+            await add_file(app, KB, local(allowed / "report.md"))
     assert (caught.value.stage, caught.value.outcome) == ("process", "not_applied")
     assert "extracted no text" in caught.value.message
     assert upstream.delete.call_count == 1

@@ -19,7 +19,6 @@ from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.localfiles import FileSource
 from openwebui_rag_mcp.models import FileAdded
-from openwebui_rag_mcp.steps import no_progress
 from tests.conftest import make_settings, mock_transport, new_router
 from tests.support.writes import DUPLICATE, FILE, KB, NO_PERMISSION, OTHER, Upstream, answer, full_file, upload_metadata
 
@@ -97,7 +96,7 @@ def existing(file_id: str = CHAT_FILE) -> FileSource:
 
 async def add(upstream: Upstream, source: FileSource, title: str | None = None, **env: str) -> FileAdded:
     async with app_for(upstream, **env) as app:
-        return await remote.add_file(app, KB, source, title, None, no_progress)
+        return await remote.add_file(app, KB, source, title=title)
 
 
 async def refused(upstream: Upstream, source: FileSource, title: str | None = None, **env: str) -> ToolFailure:
@@ -284,7 +283,7 @@ async def test_the_stored_source_drops_the_query_string_unless_given(
     upstream: Upstream, url: str, metadata: dict[str, str] | None, stored: str
 ) -> None:
     async with app_for(upstream) as app:
-        await remote.add_file(app, KB, page(url), None, metadata, no_progress)
+        await remote.add_file(app, KB, page(url), metadata=metadata)
     sent = upload_metadata(upstream.upload.calls.last.request)
     assert sent["source"] == stored
     assert "s3cret" not in json.dumps(sent)

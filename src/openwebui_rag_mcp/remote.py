@@ -33,6 +33,7 @@ from openwebui_rag_mcp.steps import (
     failed_at,
     holder_of,
     listed_in,
+    no_progress,
     read_release,
     still_held,
     tell,
@@ -60,9 +61,10 @@ async def add_file(
     app: App,
     knowledge_id: str,
     source: FileSource,
-    title: str | None,
-    metadata: Mapping[str, Any] | None,
-    progress: Progress,
+    *,
+    title: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    progress: Progress = no_progress,
 ) -> FileAdded:
     """`knowledge_add_file`: a local file or base64 bytes (`writes.add_file`), a web page, or a file by id."""
     check_writes_allowed()
@@ -88,7 +90,7 @@ async def add_file(
         if title is not None:
             title = check_text(title, "title", TITLE_MAX_CHARS).strip()
         return await add_web_page(app, knowledge_id, source.url, title, check_metadata(metadata), progress)
-    return await writes.add_file(app, knowledge_id, source, title, metadata, progress)
+    return await writes.add_file(app, knowledge_id, source, title=title, metadata=metadata, progress=progress)
 
 
 def check_url(url: str) -> str:

@@ -271,9 +271,10 @@ async def _created_by_caller(app: App, release: Release, knowledge_id: str, name
 async def add_document(
     app: App,
     knowledge_id: str,
+    *,
     text: str,
     title: str,
-    metadata: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any] | None = None,
     progress: Progress = no_progress,
 ) -> DocumentAdded:
     check_writes_allowed()
@@ -436,8 +437,9 @@ async def add_file(
     app: App,
     knowledge_id: str,
     source: FileSource,
-    title: str | None,
-    metadata: Mapping[str, Any] | None,
+    *,
+    title: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     progress: Progress = no_progress,
 ) -> FileAdded:
     check_writes_allowed()

@@ -177,7 +177,10 @@ async def knowledge_add(
     async def progress(done: float, total: float, message: str) -> None:
         await ctx.report_progress(done, total, message)
 
-    return await respond(writes.add_document(app_of(ctx), knowledge_id, text, title, metadata, progress), write=True)
+    return await respond(
+        writes.add_document(app_of(ctx), knowledge_id, text=text, title=title, metadata=metadata, progress=progress),
+        write=True,
+    )
 
 
 async def knowledge_add_file(
@@ -195,7 +198,10 @@ async def knowledge_add_file(
         await ctx.report_progress(done, total, message)
 
     source = writes.FileSource(path=path, content_base64=content_base64, filename=filename, url=url, file_id=file_id)
-    return await respond(remote.add_file(app_of(ctx), knowledge_id, source, title, metadata, progress), write=True)
+    return await respond(
+        remote.add_file(app_of(ctx), knowledge_id, source, title=title, metadata=metadata, progress=progress),
+        write=True,
+    )
 
 
 async def knowledge_update(
