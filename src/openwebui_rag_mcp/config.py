@@ -10,7 +10,10 @@ Every problem is collected and reported together, one line each, so a user fixes
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import ipaddress
 import math
+import os
 import re
 import textwrap
 from collections.abc import Callable, Mapping
@@ -54,8 +57,8 @@ DEFAULT_TOOLS = tuple(name for name in ALL_TOOLS if name not in SWITCHED_ON_TOOL
 # Open WebUI ids are UUIDs; every id we place in a URL must match this.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -288,9 +291,9 @@ def _flag_value(reading: _Reading, name: str, default: bool) -> bool:
     raw = reading.text(name).lower()
     if not raw:
         return default
-    if raw in _TRUE:
+    if raw in TRUE_WORDS:
         return True
-    if raw in _FALSE:
+    if raw in FALSE_WORDS:
         return False
     reading.problems.append(f"{name} must be true or false, got {reading.text(name)!r}")
     return default
@@ -358,8 +361,6 @@ def _list(reading: _Reading, variable: Variable) -> tuple[str, ...]:
 
 
 def _networks(reading: _Reading, variable: Variable) -> tuple[str, ...]:
-    import ipaddress
-
     given = _list(reading, variable)
     if not given:
         return tuple(_default_of(variable))
@@ -409,13 +410,10 @@ def _redis_url(reading: _Reading, variable: Variable) -> SecretStr | None:
         return None
     if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
         reading.problems.append(f"{variable.name} must be a redis://, rediss:// or unix:// URL")
-    else:
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            reading.problems.append(
-                f"{variable.name} is set but the redis package is missing: pip install 'openwebui-rag-mcp[redis]'"
-            )
+    elif importlib.util.find_spec("redis") is None:
+        reading.problems.append(
+            f"{variable.name} is set but the redis package is missing: pip install 'openwebui-rag-mcp[redis]'"
+        )
     return SecretStr(raw)
 
 
@@ -425,8 +423,6 @@ _SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 
 
 def _upload_dirs(reading: _Reading, variable: Variable) -> tuple[str, ...]:
-    import os
-
     dirs: list[str] = []
     for raw in _names(reading, variable.name):
         resolved = os.path.realpath(os.path.expanduser(raw))

@@ -1,19 +1,8 @@
-"""Write locks per knowledge base: in this process, or across replicas through Redis.
+"""Write locks per knowledge base: in this process (`LocalLocks`), or a Redis lease shared by replicas (`LeaseLocks`).
 
-A write sequence (upload, wait, attach; or update, re-index; or unlink, confirm) holds the lock of its base from its
-first write request to its last, so two sequences on one base never interleave (Open WebUI before 0.6.42 updates a
-base's file list by read-modify-write), while writes to other bases go on. Reads never take a lock.
-
-Across replicas the lock is a Redis lease, as Open WebUI's own: `SET key token NX PX ttl`, renewed while held and
-released only by its holder (compare-and-set in Lua). A replica that dies loses its lease after `ttl`. A lease is not
-a fence: a replica stalled past the ttl could still write, so the writes keep their own checks (duplicate text
-refused, confirmation reads), and the holder learns that its lease was lost (`Lease.check()` before each write
-request) so that it stops instead of writing beside another replica.
-
-Renewal tolerates one transient Redis error, and only while a retry can still land inside the ttl (counted from the
-last renewal Redis confirmed); a second error in a row, an error later than that, or an answer "not yours" loses the
-lease. Giving a lease back is shielded from cancellation and bounded (`RELEASE_SECONDS`): a cancelled write or a
-shutdown frees its base at once instead of after the ttl.
+A write sequence holds its base's lock from its first write request to its last, so two sequences on one base never
+interleave while writes to other bases go on; reads take none. A lease is not a fence: its holder checks it
+(`Lease.check()`) before each write request and stops once it is lost. Also: the Redis sets of bases each caller made.
 """
 
 from __future__ import annotations
@@ -285,7 +274,11 @@ class LeaseLocks:
             delay = min(delay * 2, self._polls.most)
 
     async def _keep(self, key: str, token: str, lease: Lease) -> None:
-        """Renew every third of the ttl; mark the lease lost when it is no longer certainly ours."""
+        """Renew every third of the ttl; mark the lease lost when it is no longer certainly ours.
+
+        One transient Redis error is tolerated, and only while a retry can still land inside the ttl (counted from the
+        last renewal Redis confirmed); a second error in a row, a later one, or an answer "not yours" loses it.
+        """
         ttl = self._ttl_ms / 1000
         interval = ttl / 3
         failed = False

@@ -5,25 +5,8 @@
                                                         read-only header (400), failed-check budget (429),
                                                         credential check (401) --> the MCP server (stateless)
 
-Credentials, per `OPENWEBUI_MCP_AUTH`:
-
-- *caller* (default): the request's `Authorization: Bearer` (an Open WebUI API key or session token, as Open WebUI's
-  own "Session" tool-server authentication forwards it) is the credential for every upstream request made for that
-  request, and for nothing else. It is checked with one cheap authorised read, remembered for a short time under
-  its SHA-256; the token itself is never stored, logged or quoted. This is an API-key style of authorisation, not
-  MCP's OAuth flow: no protected-resource metadata is published.
-- *service*: upstream requests use `OPENWEBUI_API_KEY`; callers present one of `OPENWEBUI_MCP_TOKENS`.
-
-The stateless transport keeps no session between requests, so any replica answers any request. The allowlist,
-read-only mode and disabled tools apply to every caller; a caller may narrow its own view with the
-`X-OpenWebUI-Read-Only: true` header (writes refused), never widen it.
-
-Everything that costs nothing is checked before a credential is: Host and Origin, the header's words, the token's
-characters. Distinct refused credentials are limited per client address and overall, so guessing tokens neither
-costs Open WebUI a request each nor goes on without end, while one stale token retried does not lock out everyone
-behind the same address (Open WebUI's own MCP connection, a proxy). The client address is the connection's, or the
-`X-Forwarded-For` of a front end the operator trusts (`OPENWEBUI_MCP_TRUSTED_PROXIES`). Browser clients of an
-allowed origin are served (CORS, no cookies: the credential is the bearer header).
+Everything that costs nothing is checked before a credential is. The credential modes (`caller`, `service`), the
+budget of refused credentials and the trusted front ends are described in docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -38,9 +21,10 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import httpx
+import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -50,11 +34,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openwebui_rag_mcp.app import App, calling_as, reading_only
 from openwebui_rag_mcp.client import acting_as
-from openwebui_rag_mcp.config import _FALSE, _TRUE, Settings  # the configuration's words for yes and no
+from openwebui_rag_mcp.config import FALSE_WORDS, TRUE_WORDS, Settings
 from openwebui_rag_mcp.errors import ToolFailure
-
-if TYPE_CHECKING:
-    import uvicorn
+from openwebui_rag_mcp.runtime import make_locks, running_app
+from openwebui_rag_mcp.server import create_server
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("openwebui_rag_mcp.access")
@@ -229,9 +212,9 @@ def _read_only_wish(scope: Scope) -> bool | None:
     """The caller's X-OpenWebUI-Read-Only: the configuration's yes and no words, absent or empty for no; None for
     anything else, which is refused rather than guessed (a typo must not leave writes on)."""
     raw = _header(scope, READ_ONLY_HEADER.encode()).strip().lower()
-    if not raw or raw in _FALSE:
+    if not raw or raw in FALSE_WORDS:
         return False
-    return True if raw in _TRUE else None
+    return True if raw in TRUE_WORDS else None
 
 
 def _header(scope: Scope, wanted: bytes) -> str:
@@ -409,9 +392,6 @@ def build_app(
     clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
     """The ASGI application of the HTTP transport (uvicorn runs it; tests may drive it directly)."""
-    from openwebui_rag_mcp.runtime import make_locks, running_app
-    from openwebui_rag_mcp.server import create_server
-
     state: dict[str, App] = {}
 
     def current() -> App:
@@ -485,8 +465,6 @@ def build_app(
 def uvicorn_config(settings: Settings, app: ASGIApp) -> uvicorn.Config:
     """How uvicorn serves `app`: the client address is the connection's, or the `X-Forwarded-For` of a front end in
     OPENWEBUI_MCP_TRUSTED_PROXIES (the failed-credential budget counts per client address)."""
-    import uvicorn
-
     return uvicorn.Config(
         app,
         host=settings.host,
@@ -504,8 +482,6 @@ def uvicorn_config(settings: Settings, app: ASGIApp) -> uvicorn.Config:
 
 def serve(settings: Settings) -> None:
     """Run the HTTP transport under uvicorn until SIGINT/SIGTERM; writes in flight are given time to finish."""
-    import uvicorn
-
     if settings.log_level != "ERROR":
         access_log.setLevel(logging.INFO)
     uvicorn.Server(uvicorn_config(settings, build_app(settings))).run()
