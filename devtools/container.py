@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devtools import binaries
+from devtools.binaries import MissingBinary as MissingBinary  # re-exported: the live tests catch it here
 from devtools.cachelock import exclusive_lock
 from devtools.openwebui_local import CACHE_ROOT, REPO_ROOT
 
@@ -56,17 +58,9 @@ events_logger = "file"
 """
 
 
-class MissingBinary(RuntimeError):
-    """podman, mmdebstrap or runc is not installed."""
-
-
 def find_binary(name: str) -> str:
-    found = shutil.which(name) or next(
-        (str(path) for path in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if path.exists()), None
-    )
-    if found is None:
-        raise MissingBinary(f"`{name}` is not installed: {INSTALL_ADVICE}")
-    return found
+    """The path of podman, mmdebstrap or runc (`MissingBinary` with the advice to install them)."""
+    return binaries.find_binary(name, INSTALL_ADVICE)
 
 
 def _log(message: str) -> None:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from devtools.generated import write_or_check
 from tests.faultstub import FILE, FILE_OTHER, KB, KB_OTHER, KB_THIRD
 from tests.support.faults import TIMEOUT
 from tests.test_controls import BAD_INPUTS, CONTROL_CASES
@@ -208,17 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.faults_doc", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when docs/faults.md is stale; write nothing")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-        if current != text:
-            print(f"{DOC} is stale: run python -m devtools.faults_doc", file=sys.stderr)
-            return 1
-        return 0
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC} ({len(FAULT_CASES)} faults, {len(CONTROL_CASES)} controls, {len(BAD_INPUTS)} bad inputs)")
-    return 0
+    counts = f"{len(FAULT_CASES)} faults, {len(CONTROL_CASES)} controls, {len(BAD_INPUTS)} bad inputs"
+    return write_or_check(DOC, render(), check=args.check, command="python -m devtools.faults_doc", wrote=counts)
 
 
 if __name__ == "__main__":

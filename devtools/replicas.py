@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import os
 import pwd
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +35,9 @@ from pathlib import Path
 
 import httpx
 
+from devtools import binaries
+from devtools.binaries import MissingBinary as MissingBinary  # re-exported: the live tests catch it here
+
 SCRIPT = Path(sys.executable).with_name("openwebui-rag-mcp")
 STOP_GRACE_SECONDS = 30.0
 TEMP_KINDS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -46,18 +48,9 @@ _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "htt
 READ_TIMEOUT_SECONDS = 900
 
 
-class MissingBinary(RuntimeError):
-    """nginx or redis-server is not installed."""
-
-
 def find_binary(name: str) -> str:
-    """The path of ``name`` (on PATH, or in /usr/sbin and /usr/bin, where Debian puts nginx and redis-server)."""
-    found = shutil.which(name) or next(
-        (str(path) for path in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if path.exists()), None
-    )
-    if found is None:
-        raise MissingBinary(f"`{name}` is not installed: {INSTALL_ADVICE}")
-    return found
+    """The path of nginx or redis-server (`MissingBinary` with the advice to install them)."""
+    return binaries.find_binary(name, INSTALL_ADVICE)
 
 
 def free_port() -> int:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from devtools.generated import write_or_check
 from openwebui_rag_mcp import __version__
 from openwebui_rag_mcp.config import VARIABLES, Variable
 
@@ -83,16 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.server_json", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when server.json is stale; write nothing")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = SERVER_JSON.read_text(encoding="utf-8") if SERVER_JSON.exists() else ""
-        if current != text:
-            print(f"{SERVER_JSON} is stale: run python -m devtools.server_json", file=sys.stderr)
-            return 1
-        return 0
-    SERVER_JSON.write_text(text, encoding="utf-8")
-    print(f"wrote {SERVER_JSON} (version {__version__})")
-    return 0
+    command = "python -m devtools.server_json"
+    return write_or_check(SERVER_JSON, render(), check=args.check, command=command, wrote=f"version {__version__}")
 
 
 if __name__ == "__main__":
