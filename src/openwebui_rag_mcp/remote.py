@@ -163,23 +163,31 @@ def _private(host: str, why: str) -> ToolFailure:
     )
 
 
-async def check_public(url: str, allow_private: bool) -> None:
+async def check_public(url: str, allow_private: bool, *, resolve_within: float = RESOLVE_SECONDS) -> None:
     """Refuse a page whose host is, or resolves to, an address that is not public, before anything is sent: every
     address the name resolves to here must be public (a name may resolve differently to Open WebUI, which resolves
     it again; that gap is its own check's)."""
     if allow_private:
         return
     host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".")
+    if not host.isascii():
+        # Mapped to ASCII differently by different libraries (IDNA 2003 or 2008): the name checked here could be
+        # another than the one Open WebUI fetches.
+        raise _private(
+            host,
+            "is not written in ASCII, so it could not be checked as Open WebUI would fetch it; write "
+            "an international name in its xn-- form",
+        )
     literal = _literal(host)
     if literal is not None:
         addresses: list[Address] = [literal]
     else:
         try:
-            with anyio.fail_after(RESOLVE_SECONDS):
+            with anyio.fail_after(resolve_within):
                 found = await anyio.to_thread.run_sync(resolve_host, host, abandon_on_cancel=True)
             addresses = [ipaddress.ip_address(item.split("%")[0]) for item in found]
         except TimeoutError:
-            raise _private(host, f"did not resolve within {RESOLVE_SECONDS:g} s, so it could not be checked") from None
+            raise _private(host, f"did not resolve within {resolve_within:g} s, so it could not be checked") from None
         except (OSError, UnicodeError, ValueError) as error:
             said = error.strerror if isinstance(error, OSError) and error.strerror else type(error).__name__
             raise _private(host, f"could not be resolved here to check it ({said})") from None
