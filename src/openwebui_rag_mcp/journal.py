@@ -93,6 +93,10 @@ class Record:
     # An upload that links itself: when its writer would have given up waiting for Open WebUI to process it (its start
     # plus OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT, as the writer had them); 0 from an earlier version.
     process_by: float = 0.0
+    # An upload still unfinished when its record was settled: how the settler found the file (`settle`), and when it
+    # first found it so; the same at looks far enough apart is evidence Open WebUI lost it (`giveup`).
+    looked: str = ""
+    looked_at: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -114,15 +118,6 @@ class Record:
         if not self.process_by:
             return Waits(0.0, fallback_within)
         return Waits(self.answer_by - self.started, self.process_by - self.answer_by)
-
-    def processing_due(self, fallback_within: float) -> float:
-        """When its writer would have given up waiting for its processing (`process_by`; for a record of an earlier
-        version, its start plus `fallback_within`), with clock slack for a writer on another host."""
-        return given_up_at("lost", self.started, self.waits(fallback_within), elsewhere=self.elsewhere())
-
-    def past_processing(self, now: float, fallback_within: float) -> bool:
-        """Whether `now` is past `processing_due`."""
-        return now > self.processing_due(fallback_within)
 
     def elsewhere(self) -> bool:
         """Whether its writer ran on another host (whose clock may disagree with this one's)."""
@@ -332,7 +327,7 @@ class Inflight:
             answer_by=given_up_at("answer", now, waits),
             links_itself=links_itself,
             indexed_after_link=indexed_after_link,
-            process_by=given_up_at("lost", now, waits) if links_itself else 0.0,
+            process_by=given_up_at("processing", given_up_at("answer", now, waits), waits) if links_itself else 0.0,
         )
         try:
             await self._store.put(record)
@@ -422,6 +417,10 @@ class Inflight:
 
     async def records(self, owner: str) -> list[Record]:
         return await self._store.records(owner)
+
+    async def note(self, record: Record) -> None:
+        """Write a record back as it is (a settler's look at it), its writer's time left as it was."""
+        await self._store.put(record)
 
     def now(self) -> float:
         return self._clock()

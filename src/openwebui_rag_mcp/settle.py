@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.errors import ToolFailure, unanswered
-from openwebui_rag_mcp.giveup import ABANDONED_SECONDS, CLOCK_SLACK_SECONDS, given_up_at
+from openwebui_rag_mcp.giveup import ABANDONED_SECONDS, CLOCK_SLACK_SECONDS, Evidence, given_up_at
 from openwebui_rag_mcp.journal import Inflight, Record
 from openwebui_rag_mcp.normalize import UPLOAD_MARK  # the record's id in the upload metadata
 
@@ -33,6 +35,15 @@ class Upstream(Protocol):
 
     async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None: ...
 
+    async def pending(self, knowledge_id: str) -> set[str] | None:
+        """The base's pending list (uploads naming it, unfinished, not linked), each as `id:status`; None when it
+        cannot be read."""
+        ...
+
+    def unreachable_at(self) -> float | None:
+        """When a connection to Open WebUI was last refused (seconds since the epoch)."""
+        ...
+
 
 # Processing statuses of a file Open WebUI is still working on (`processing` since 0.11).
 _STILL_PROCESSING = frozenset({"pending", "processing"})
@@ -47,6 +58,8 @@ class Resolution:
     gone: bool = False  # its file was deleted meanwhile
     # the record stays because Open WebUI is still processing an upload that links itself, or may still run its attach
     processing: bool = False
+    # ... though it shows Open WebUI lost it: listed (0.10 links first), so kept here; `sync` replaces it
+    lost: bool = False
 
     def __str__(self) -> str:
         what = f"{self.record.filename!r} for knowledge base {self.record.knowledge_id}"
@@ -110,17 +123,23 @@ async def _resolve(
             ):
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
                 unfinished = listed is True  # linked, its vectors not yet written to the base (0.10)
-            # Taken for lost (and removed below) only once its writer would have given up on it.
-            lost_at = given_up_at(
-                "lost",
-                record.started,
-                record.waits(ABANDONED_SECONDS),
-                elsewhere=record.elsewhere(),
-                listed=bool(listed),
-            )
+            lost_at = evidence_at = math.inf
+            if unfinished and state is not None:
+                # Taken for lost (and removed below) only on evidence that Open WebUI lost it, never as slow.
+                record, seen = await _looked_at(inflight, upstream, record, state, listed, dry=dry)
+                lost_at = given_up_at(
+                    "lost",
+                    record.started,
+                    record.waits(ABANDONED_SECONDS),
+                    elsewhere=record.elsewhere(),
+                    listed=bool(listed),
+                    seen=seen,
+                )
+                evidence_at = given_up_at("lost", record.started, record.waits(ABANDONED_SECONDS), seen=seen)
             if unfinished and inflight.now() <= lost_at:
                 why = "Open WebUI is still processing its upload, which links itself to the base; looked at later"
-                return Resolution(record, tuple(deleted), kept, why, processing=True)
+                lost = inflight.now() > evidence_at
+                return Resolution(record, tuple(deleted), kept, why, processing=True, lost=lost)
             if listed is None:
                 listed = await upstream.base_lists(record.knowledge_id, file_id)
             attach_lost_at = given_up_at("attach", record.attach_by, record.waits(0.0), elsewhere=record.elsewhere())
@@ -159,6 +178,30 @@ async def _resolve(
     return Resolution(record, tuple(deleted), kept)
 
 
+async def _looked_at(
+    inflight: Inflight,
+    upstream: Upstream,
+    record: Record,
+    state: normalize.FileRecord,
+    listed: bool | None,
+    *,
+    dry: bool,
+) -> tuple[Record, Evidence]:
+    """What this look at an unfinished upload shows (`giveup.Evidence`); the record notes how the file and the base's
+    pending list were found and since when, so that a later look can tell them unchanged."""
+    now = inflight.now()
+    pending = await upstream.pending(record.knowledge_id)
+    if pending is None:  # the list could not be read: no look counts
+        return record, Evidence(upstream.unreachable_at(), None)
+    listing = hashlib.sha256("\n".join(sorted(pending)).encode()).hexdigest()[:16]
+    looked = f"{state.status}|{state.collection}|{state.hash}|{listed}|{listing}"
+    if record.looked != looked:
+        record = replace(record, looked=looked, looked_at=now)
+        if not dry:
+            await inflight.note(record)
+    return record, Evidence(upstream.unreachable_at(), record.looked_at)
+
+
 async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
     """Whether a running write of the same credential is uploading a file of the record's name and bytes."""
     now = inflight.now()
@@ -168,6 +211,11 @@ async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
         and (other.filename, other.size, other.sha256) == (record.filename, record.size, record.sha256)
         for other in await inflight.records(record.owner)
     )
+
+
+def _status(item: Mapping[str, Any]) -> object:
+    data = item.get("data")
+    return data.get("status") if isinstance(data, Mapping) else None
 
 
 def _file_id(item: Mapping[str, Any]) -> str | None:
@@ -252,6 +300,16 @@ class ClientUpstream:
 
     async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None:
         await remove_unlinked(self._client, knowledge_id, file_id)
+
+    async def pending(self, knowledge_id: str) -> set[str] | None:
+        try:
+            items = await self._client.pending_files(knowledge_id)
+        except ToolFailure:
+            return None
+        return {f"{item.get('id')}:{_status(item)}" for item in items}
+
+    def unreachable_at(self) -> float | None:
+        return self._client.unreachable_at
 
 
 async def remove_unlinked(client: OpenWebUIClient, knowledge_id: str, file_id: str) -> None:

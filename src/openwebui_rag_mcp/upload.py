@@ -99,7 +99,8 @@ async def upload_to_base(
     release = await read_release(app, "upload")
     if upload.sync is not None and upload.sync.links_itself and not release.links_on_upload:
         upload = replace(upload, sync=replace(upload.sync, links_itself=False))
-    await app.recover_uploads_quietly()  # what a dead writer with this credential left
+    if upload.sync is None:  # `sync` settles its own records at its run's end, and a killed run's at its start
+        await app.recover_uploads_quietly()  # what a dead writer with this credential left
     # The lock taken and given back at once: one that cannot be taken (Redis unreachable, a lost lease) refuses the
     # write before anything is sent, rather than after an upload that must then be removed again.
     async with app.locks.hold(knowledge_id) as lease:

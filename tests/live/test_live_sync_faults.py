@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools import fake_embeddings
 from devtools import openwebui_local as owui
 from devtools.openwebui_local import Instance
 from openwebui_rag_mcp.sync.source import SOURCE_FILE, folder_source
@@ -97,6 +98,16 @@ def refusal(run: Run) -> str:
     lines = [line for line in run.lines if line.startswith("refused: ")]
     assert len(lines) == 1, run.lines
     return lines[0]
+
+
+def pending(inst: Instance, knowledge_id: str) -> list[object]:
+    """Open WebUI's pending list of the base: uploads naming it that it is still processing (0.9.6+)."""
+    with owui.client(inst) as http:
+        answer = http.get(f"/api/v1/knowledge/{knowledge_id}/files/pending")
+        answer.raise_for_status()
+        items = answer.json()
+    assert isinstance(items, list), items
+    return items
 
 
 def new_base(inst: Instance, what: str) -> str:
@@ -381,3 +392,55 @@ def test_a_folder_with_an_empty_file_and_copies_settles(live_openwebui: Instance
         assert_skipped(again, "copy-2.md")
         assert owui.file_ids(inst) == files_before, f"{flags}: Open WebUI's files changed"
         assert documents(inst, knowledge_id) == held
+
+
+# -- 6. Open WebUI slower than OPENWEBUI_PROCESS_TIMEOUT (issue 41, item 4) --------------------------------------------
+
+
+@pytest.mark.releases("0.10.2", "0.12.4")  # uploads that link themselves (0.9.6+), the ones recovery may remove
+def test_uploads_open_webui_indexes_past_the_deadline_are_kept_not_taken_for_lost(
+    live_openwebui: Instance, tmp_path: Path
+) -> None:
+    """The test embedding server holds back its answer for every fifth of 40 notes (its slow marker:
+    SLOW_SECONDS per request) past OPENWEBUI_PROCESS_TIMEOUT (2 s here) while the run's later uploads go on. Slow is
+    not lost: the run removes nothing, and once Open WebUI is done every file has exactly one document, each found by
+    its own words, and no search hit points at a document the base does not hold; the next run has nothing to do."""
+    inst, run = live_openwebui, uuid.uuid4().hex[:8]
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    words: dict[str, str] = {}
+    for n in range(40):
+        name = f"{n:02d}.md"
+        words[name] = f"kiwi{run}x{n} tapir{run}x{n}"
+        held_back = f" {fake_embeddings.SLOW_MARKER}" if n % 5 == 0 else ""
+        (folder / name).write_text(f"# Note {n}\n\n{words[name]}{held_back}.\n", encoding="utf-8")
+    knowledge_id = new_base(inst, "slow")
+    env = sync_env(inst) | {"OPENWEBUI_TIMEOUT": "5", "OPENWEBUI_PROCESS_TIMEOUT": "2"}
+    first = subprocess.run(
+        command(folder, knowledge_id), env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+    )
+    said = first.stdout + first.stderr
+    assert inst.api_key not in said
+    assert not [line for line in first.stdout.splitlines() if line.startswith(("remove", "removed"))], first.stdout
+    assert "OPENWEBUI_PROCESS_TIMEOUT" in first.stdout, first.stdout  # some were held back past it
+    deadline = time.monotonic() + 300  # Open WebUI finishes what it was given (a hang guard only)
+    while time.monotonic() < deadline and (
+        pending(inst, knowledge_id) or len(owui.files_of(inst, knowledge_id, indexed=True)) < len(words)
+    ):
+        time.sleep(1)
+    held = documents(inst, knowledge_id)
+    for name in words:
+        doc_of(held, name)  # exactly one each
+    assert len(held) == len(words), held
+    for name, said_words in words.items():
+        answer = owui.query_collection(inst, [knowledge_id], said_words, k=5)
+        hits = [meta.get("file_id") for metas in answer.get("metadatas") or [] for meta in metas]
+        assert set(hits) <= set(held), f"a hit for {name} points at no document of the base: {hits}"
+        texts = [text for documents in answer.get("documents") or [] for text in documents]
+        assert any(said_words in text for text in texts), f"{name} is not found by its words"
+    second = subprocess.run(
+        command(folder, knowledge_id), env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "done: 0 added, 0 replaced, 0 renamed, 0 removed, 40 unchanged, 0 failed" in second.stdout, second.stdout
+    assert documents(inst, knowledge_id) == held

@@ -7,6 +7,7 @@ import collections
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -86,6 +87,7 @@ class Base:
         self.on_write: Callable[[str], None] | None = None  # called with each write request's path
         # Uploads that link themselves stay pending until this many uploads have come (Open WebUI busy with others)
         self.process_after_uploads = 0
+        self.upload_seconds = 0.0  # how long each upload takes Open WebUI to answer (it blocks the test's loop)
         self.held_back: list[tuple[str, dict[str, Any]]] = []
         # Files (by name) whose mark as written to the base Open WebUI loses once it has indexed and linked them (0.9.6
         # to 0.10 under load), and the files indexed into the base again with file/update
@@ -171,6 +173,7 @@ class Base:
 
     def _upload(self, request: httpx.Request) -> httpx.Response:
         self._wrote(request)
+        time.sleep(self.upload_seconds)
         self.count += 1
         file_id = f"f-{self.count}"
         parts = form_parts(request)
@@ -205,7 +208,8 @@ class Base:
                 self.files[file_id]["data"]["status"] = "pending"
             else:
                 for held in self.held_back:
-                    self._index_into_base(*held)
+                    if held[0] in self.files:  # not deleted meanwhile
+                        self._index_into_base(*held)
                 self.held_back = []
         if self.embeds_files:
             return httpx.Response(200, json={**self.files[file_id], "data": {"content": text}})

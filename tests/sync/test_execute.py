@@ -24,7 +24,7 @@ from openwebui_rag_mcp.sync.source import folder_source
 from openwebui_rag_mcp.sync.types import OK, REFUSED, SOME_FAILED
 from openwebui_rag_mcp.upload import Upload, upload_to_base
 from tests.conftest import make_settings
-from tests.support.sync import KB, Base, Leases, quiet, run, writes_since
+from tests.support.sync import KB, Base, Leases, base_names, quiet, run, writes_since
 
 pytestmark = pytest.mark.anyio
 
@@ -265,3 +265,25 @@ async def test_files_are_uploaded_side_by_side_up_to_the_concurrency(
     assert lines[-1] == "done: 12 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed"
     code, again = await run(tmp_path, concurrency=concurrency)
     assert (code, again[-1]) == (OK, "done: 0 added, 0 replaced, 0 renamed, 0 removed, 12 unchanged, 0 failed")
+
+
+@pytest.mark.parametrize("base", ["0.12.4", "0.10.2"], indirect=True)
+async def test_uploads_open_webui_is_slow_to_index_are_not_taken_for_lost(base: Base, tmp_path: Path) -> None:
+    """Issue 41, item 4: Open WebUI indexes none of 40 uploads until the last has come, and sending them takes longer
+    than OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT together (1 s each here). The first uploads are slow, not
+    lost: nothing the run sent is attached, removed or deleted while Open WebUI works on it; the run settles those it
+    gave up waiting for at its end, and every file has one document."""
+    base.process_after_uploads = 40
+    base.upload_seconds = 0.08
+    expected = [f"{n:02d}.md" for n in range(40)]
+    for name in expected:
+        (tmp_path / name).write_text(f"# {name}\n\nNote {name}.")
+    env = {"OPENWEBUI_TIMEOUT": "1", "OPENWEBUI_PROCESS_TIMEOUT": "1"}
+    calls = len(base.router.calls)
+    code, lines = await run(tmp_path, concurrency=1, env=env)
+    assert [w for w in writes_since(base, calls) if not w.startswith("POST /api/v1/files/")] == [], lines
+    assert base_names(base) == expected, lines
+    assert len(base.files) == 40  # nothing sent twice
+    assert code == OK, lines  # those it gave up waiting for, settled at its end: Open WebUI linked them
+    assert any(line.endswith(": ok (Open WebUI finished it after OPENWEBUI_PROCESS_TIMEOUT)") for line in lines), lines
+    assert "done: 40 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed" in lines, lines

@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -189,6 +190,9 @@ class ClientBase:
         self._http.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         self._release: Release | None = None
         self._release_lock = asyncio.Lock()
+        # When a connection to Open WebUI was last refused (seconds since the epoch): it was not running then, and a
+        # restart drops the uploads it was processing (`giveup`).
+        self.unreachable_at: float | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -285,6 +289,8 @@ class ClientBase:
             raise
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             # No connection, so the request certainly never reached Open WebUI.
+            if isinstance(exc, httpx.ConnectError):
+                self.unreachable_at = time.time()
             raise ToolFailure(
                 "upstream_unavailable",
                 f"{where}: could not connect to Open WebUI at {self._settings.url} "

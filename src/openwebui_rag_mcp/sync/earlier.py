@@ -1,5 +1,5 @@
-"""What killed runs left in this base before a run begins: uploads Open WebUI may still finish (waited for), and
-those past their writer's deadline, taken for lost in a restart (their files removed)."""
+"""What killed runs left in this base before a run begins: uploads Open WebUI may still finish, waited for; those
+recovery finds lost (`giveup`), removed."""
 
 from __future__ import annotations
 
@@ -25,18 +25,16 @@ class Earlier:
     async def await_uploads(self) -> set[str]:
         """Uploads that link themselves, left by a run killed while Open WebUI processed them, join the base when
         Open WebUI is done, and so does a file whose attach Open WebUI was running at the kill: wait for them first
-        (OPENWEBUI_PROCESS_TIMEOUT, or until an upload's own deadline where that is later), so that this run neither
-        sends them again (two copies could both be linked) nor misses them, and (before 0.6.42) no late attach
-        rewrites the base's list over this run's.
-        An upload that links itself is waited for only until its own writer would have given up on it
-        (`Record.past_processing`): one still processing after that is taken for a task Open WebUI lost in a restart,
-        whose status never changes again, and each later run would wait for it in vain. Returns the file ids of those
-        not waited for: the run removes what they left (`base.read_base`'s `lost`, `delete_lost`)."""
+        (OPENWEBUI_PROCESS_TIMEOUT, or until an upload's own writer would have given up on it where that is later), so
+        that this run neither sends them again (two copies could both be linked) nor misses them, and (before 0.6.42)
+        no late attach rewrites the base's list over this run's. Recovery removes one only on evidence that Open WebUI
+        lost it (`giveup.given_up_at`), never because it is slow. Returns the file ids the run must remove itself: those
+        lost that the base lists (0.10), which recovery keeps."""
         loop = asyncio.get_running_loop()
         settings = self.app.settings
         poll = settings.timings.earlier_uploads_poll
         deadline = given_up_at("processing", loop.time(), Waits.of(settings))
-        said = told_overdue = False
+        said = False
         lost: set[str] = set()
         while True:
             try:
@@ -44,23 +42,19 @@ class Earlier:
             except Exception as error:  # the writes' own recovery says the same again; nothing is lost by going on
                 self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
                 return lost
-            waiting, overdue = self._busy(resolutions)
+            waiting, found_lost = self._busy(resolutions)
+            lost |= found_lost
             self.say_removed(resolutions)
-            if overdue and not told_overdue:
-                told_overdue = True
-                self.say(
-                    f"note: Open WebUI has been processing {len(overdue)} upload(s) a killed run left for longer than "
-                    "OPENWEBUI_PROCESS_TIMEOUT (lost in a restart?); not waiting for them: what they left is removed "
-                    "and their files sent again"
-                )
-            lost |= {r.record.file_id for r in overdue if r.record.file_id}
             if not waiting:
                 return lost
-            # An upload that links itself is waited for until its writer's deadline, even past this run's own wait:
-            # only then is one Open WebUI lost told from one it is still indexing (a run begun just after a kill).
+            # Waited for until its writer would have given up on it, even past this run's own wait (a run begun just
+            # after a kill); one look more past it: the journal's clock and the loop's are read a moment apart.
             now = self._journal_now()
-            dues = [r.record.processing_due(self._within()) - now for r in waiting if r.record.links_itself]
-            # (one look more past it: the journal's clock and the loop's are read a moment apart)
+            dues = [
+                given_up_at("processing", r.record.answer_by, r.record.waits(self._within())) - now
+                for r in waiting
+                if r.record.links_itself
+            ]
             deadline = max([deadline, *(loop.time() + due + poll for due in dues)])
             if loop.time() > deadline:
                 self.say(
@@ -73,15 +67,12 @@ class Earlier:
                 said = True
             await asyncio.sleep(poll)
 
-    def _busy(self, resolutions: list[Resolution]) -> tuple[list[Resolution], list[Resolution]]:
-        """Of what a killed run left in this base that Open WebUI is still working on: the uploads to wait for, and
-        those past their writer's deadline (`Record.past_processing`), taken for lost."""
+    def _busy(self, resolutions: list[Resolution]) -> tuple[list[Resolution], set[str]]:
+        """What a killed run left in this base that Open WebUI is still working on, and the files of those recovery
+        found lost but keeps, as the base lists them (0.10): the run replaces them (`base.read_base`'s `stuck`)."""
         busy = [r for r in resolutions if r.processing and r.record.knowledge_id == self.knowledge_id]
-        now = self._journal_now()
-        # Only uploads that link themselves: an attach Open WebUI may still run is waited for as long as its own
-        # window lasts (it may begin late, after its processing and its turn at the lock).
-        overdue = [r for r in busy if r.record.links_itself and r.record.past_processing(now, self._within())]
-        return [r for r in busy if r not in overdue], overdue
+        lost = {r.record.file_id for r in busy if r.lost and r.record.file_id}
+        return [r for r in busy if not r.lost], lost
 
     def say_removed(self, resolutions: list[Resolution]) -> None:
         """Recovery itself removes a killed run's upload to this base that linked itself and is in no base past its
@@ -108,7 +99,7 @@ class Earlier:
         except Exception as error:
             self.say(f"note: the uploads a killed run left could not be looked at ({type(error).__name__})")
             return set()
-        waiting, overdue = self._busy(resolutions)
+        waiting, lost = self._busy(resolutions)
         if waiting:
             self.say(
                 f"a run now would first wait for Open WebUI to finish {len(waiting)} upload(s) a killed run left "
@@ -117,7 +108,7 @@ class Earlier:
         removed = sum(len(r.deleted) for r in resolutions)
         if removed:
             self.say(f"a run now would first remove {removed} file(s) killed writes with this key left in no base")
-        return {r.record.file_id for r in overdue if r.record.file_id}
+        return lost
 
     async def delete_lost(self, file_ids: list[str]) -> None:
         """Delete the files of uploads a killed run left that Open WebUI never finished nor linked (past their

@@ -176,6 +176,7 @@ class Run:
         ]
         steps += [("add", file, functools.partial(writer.replace, file, [])) for file in todo.add]
         steps += [("replace", file, functools.partial(writer.replace, file, old)) for file, old in todo.replace]
+        actions = {file.relative: action for action, file, _ in steps}
         total = len(first) + len(steps) + len(todo.removals)
         done = 0
         succeeded: dict[str, int] = {"rename": 0, "add": 0, "replace": 0, "remove": 0}  # what happened, not the plan
@@ -206,6 +207,14 @@ class Run:
         async with anyio.create_task_group() as group:
             for action, file, step in steps:
                 group.start_soon(run, action, file.relative, unless_blocked(file, step))
+        for name in await writer.await_late():  # named failed when it was given up on; Open WebUI linked it since
+            ended = next((entry for entry in failed if entry.startswith(f"{name}: ")), None)
+            done_as = actions.get(name)
+            if ended is not None and done_as is not None:
+                failed.remove(ended)
+                succeeded[done_as] += 1
+                ended_well.add(name)
+                self.say(f"{done_as:<8} {name}: ok (Open WebUI finished it after OPENWEBUI_PROCESS_TIMEOUT)")
         for name, problem in await writer.confirm_attaches():
             if name in ended_well:
                 succeeded["add"] -= 1

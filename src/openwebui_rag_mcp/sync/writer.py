@@ -16,6 +16,7 @@ import anyio
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attached_files, dropped
 from openwebui_rag_mcp.errors import ToolFailure
+from openwebui_rag_mcp.giveup import Waits, given_up_at
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.localfiles import Refusal, read_under
 from openwebui_rag_mcp.sync.folders import Folders
@@ -46,6 +47,9 @@ class Writer:
     attach_checks: list[str] = field(default_factory=list)
     uploaded_paths: dict[str, str] = field(default_factory=dict)
     confirmed_at: float | None = None  # when `confirm_some` last read the base back
+    # Uploads Open WebUI was still processing when the run gave up waiting (OPENWEBUI_PROCESS_TIMEOUT): file id ->
+    # path. Open WebUI links them itself when done; the run settles them at its end (`await_late`).
+    late: dict[str, str] = field(default_factory=dict)
     confirming: bool = False
 
     def __post_init__(self) -> None:
@@ -166,6 +170,8 @@ class Writer:
             try:
                 done = await upload_to_base(app, knowledge_id, upload, _quiet, text=None, tool="sync")
             except ToolFailure as failure:
+                if failure.code == "timeout" and failure.stage == "process" and failure.file_id:
+                    self.late[failure.file_id] = file.relative
                 if not _worth_again(failure):
                     return Problem.of(failure)
                 await asyncio.sleep(self.app.settings.timings.upload_again_after)
@@ -180,6 +186,43 @@ class Writer:
         if done.processed_after is not None:
             self.processing_seconds.append(done.processed_after)
         return None
+
+    async def await_late(self) -> list[str]:
+        """The run's own uploads it gave up waiting for, settled at its end rather than before each upload: waited
+        for while Open WebUI finishes any of them (each that ends gives the rest OPENWEBUI_PROCESS_TIMEOUT more), then
+        their journal records settled (`giveup`: a slow one is never taken for lost). The paths of those the base now
+        holds."""
+        if not self.late:
+            return []
+        loop = asyncio.get_running_loop()
+        waits = Waits.of(self.app.settings)
+        until = given_up_at("processing", loop.time(), waits)
+        left = set(self.late)
+        self.say(f"waiting for Open WebUI to finish {len(left)} upload(s) of this run it is still processing")
+        while left and loop.time() <= until:
+            still = {file_id for file_id in left if await self._processing(file_id)}
+            if len(still) < len(left):
+                until = given_up_at("processing", loop.time(), waits)
+            left = still
+            if left:
+                await asyncio.sleep(self.app.settings.timings.earlier_uploads_poll)
+        try:
+            resolutions = await self.app.recover_uploads()
+        except Exception as error:  # left to a later run, as before
+            self.say(f"note: this run's unfinished uploads could not be settled ({type(error).__name__})")
+            return []
+        if left:
+            self.say(
+                f"note: Open WebUI is still processing {len(left)} upload(s) of this run; it links them itself when "
+                "done (a later run settles them)"
+            )
+        return [self.late[r.kept] for r in resolutions if r.kept in self.late]
+
+    async def _processing(self, file_id: str) -> bool:
+        try:
+            return await self.app.client.process_status(file_id) in ("pending", "processing")
+        except ToolFailure:
+            return True  # unknown: looked at again
 
     def _sent(self, turn: _Turn) -> None:
         """An upload that links itself was answered: the next may go, and the write access read before it was sent
