@@ -497,9 +497,10 @@ def _cut_short(inst: Instance, tmp_path: Path) -> CutShort:
 
 @pytest.mark.releases("0.10.2", "0.12.4")  # 0.10 links an upload to its base before it indexes it there, 0.11+ after
 def test_an_upload_a_restart_cut_short_is_removed_and_sent_again(live_openwebui: Instance, tmp_path: Path) -> None:
-    """Once the upload a restart cut short (`_cut_short`) is past its writer's deadline, the next run removes it and
-    sends the file again (in that order: Open WebUI removes a document's vectors by its text's hash too); the note is
-    then found by its words, nothing is left in no base."""
+    """Once the upload a restart cut short (`_cut_short`) is past its writer's deadline, the next run, which watches it
+    while it waits, sees nothing of the base move again (`giveup`: evidence, not the deadline), removes it and sends
+    the file again (in that order: Open WebUI removes a document's vectors by its text's hash too); the note is then
+    found by its words, nothing is left in no base."""
     inst = live_openwebui
     cut = _cut_short(inst, tmp_path)
     second = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=300, check=False)
@@ -523,8 +524,8 @@ def test_recover_removes_an_upload_a_restart_cut_short_once_past_its_writers_dea
     live_openwebui: Instance, tmp_path: Path
 ) -> None:
     """Recovery outside `sync` (`openwebui-rag-mcp recover`, as the server's start) takes the upload a restart cut
-    short for lost at its writer's deadline too, not an hour later: its file is gone, nothing of it is left in the
-    base's index, and the next `sync` adds the note once."""
+    short for lost once it has watched nothing of the base move for its writer's OPENWEBUI_PROCESS_TIMEOUT, not an
+    hour later: its file is gone, nothing of it is left in the base's index, and the next `sync` adds the note once."""
     inst = live_openwebui
     cut = _cut_short(inst, tmp_path)
     recovered = subprocess.run(
