@@ -13,7 +13,8 @@ import httpx
 import pytest
 import respx
 
-from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.client import OpenWebUIClient, transport
+from openwebui_rag_mcp.client.transport import _Pools
 from openwebui_rag_mcp.config import ConfigError, load_settings
 from openwebui_rag_mcp.errors import ToolFailure
 from tests.conftest import API_KEY, BASE_URL, assert_no_key, fixture_json, make_settings, mock_transport, new_router
@@ -580,8 +581,6 @@ async def test_requests_share_a_few_kept_alive_connections_and_closing_closes_th
     """Without a transport given, requests go over POOLS pools of kept-alive connections (httpcore's bookkeeping
     grows with each pool's connections): a burst of reads opens no more than it needs, reuses them, and aclose
     closes them all."""
-    from openwebui_rag_mcp.client import transport
-
     opened: list[asyncio.StreamWriter] = []
     ended = asyncio.Event()
 
@@ -615,8 +614,6 @@ async def test_a_request_goes_to_the_least_busy_pool_and_one_at_a_time_stay_in_t
     """One caller at a time keeps using the first pool (its kept-alive connection, not a new one in each pool in
     turn); requests in flight at once spread over the pools; a pool is busy until its answer's body is closed, also
     when the request failed; closing closes every pool."""
-    from openwebui_rag_mcp.client.transport import _Pools
-
     served: list[int] = []
     closed: list[int] = []
     release, all_held = asyncio.Event(), asyncio.Event()

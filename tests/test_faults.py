@@ -10,7 +10,7 @@ For every tool and fault: the error code, HTTP status, retryability and a piece 
 stage, the file and whether anything may have changed; how many times the request was sent (a read told to come
 back by Retry-After is sent twice, a write once); no API key anywhere; and the same session serves the next call.
 
-docs/faults.md is rendered from these tables (devtools/faults_doc.py); a test below keeps it current.
+docs/faults.md is rendered from these tables (devtools/faults_doc.py); tests/test_docs_links.py keeps it current.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import tracemalloc
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from mcp.types import CallToolResult
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import MAX_RESPONSE_BYTES
+from openwebui_rag_mcp.config import READ_TOOLS, WRITE_TOOLS
 from openwebui_rag_mcp.models import ErrorBody
 from openwebui_rag_mcp.server import create_server
 from tests import faultstub
@@ -56,8 +56,6 @@ pytestmark = pytest.mark.anyio
 # OPENWEBUI_TIMEOUT of every case not about a timeout (those take TIMEOUT): only a hang may run into it, so a slow
 # machine never turns a fault's answer into a timeout. What those cases check is the answer, never how fast it came.
 HANG_ONLY = 120.0
-REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "faults.md"
 
 
 # -- the tools and the request of each that a fault hits ----------------------------------------------------------
@@ -489,10 +487,7 @@ async def test_fault_over_every_tool(
 
 
 def test_every_tool_and_every_fault_of_the_issue_is_covered() -> None:
-    from openwebui_rag_mcp.config import READ_TOOLS as READS
-    from openwebui_rag_mcp.config import WRITE_TOOLS as WRITES
-
-    assert {call.tool for call in TOOLS} == {*READS, *WRITES}
+    assert {call.tool for call in TOOLS} == {*READ_TOOLS, *WRITE_TOOLS}
     statuses = {case.fault.status for case in FAULT_CASES if case.fault and case.fault.kind == "answer"}
     assert statuses >= {200, 401, 403, 404, 409, 413, 422, 429, 500, 502, 503}
     kinds = {case.fault.kind for case in FAULT_CASES if case.fault}
@@ -554,12 +549,3 @@ async def test_every_request_the_stub_saw_carried_the_key(stub: FaultStub) -> No
     await check(result, TOOLS[0], Outcome("upstream_error", "an HTML page", 500))
     assert lane.seen
     assert {seen.authorization for seen in lane.seen} == {f"Bearer {make_settings().api_key.get_secret_value()}"}
-
-
-def test_docs_faults_md_is_generated_from_these_tables() -> None:
-    from devtools import faults_doc
-
-    assert DOC.exists(), "run: python -m devtools.faults_doc"
-    assert DOC.read_text(encoding="utf-8") == faults_doc.render(), (
-        "docs/faults.md is stale: python -m devtools.faults_doc"
-    )
