@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openwebui_rag_mcp.sync.names import key_of, remote_files, synced_name
-from openwebui_rag_mcp.sync.plan import plan, same_content
+from openwebui_rag_mcp.sync.plan import plan, same_bytes, same_content
 from openwebui_rag_mcp.sync.scan import scan
 from openwebui_rag_mcp.sync.types import LocalFile, Other, RemoteFile, Skipped
 from tests.support.sync import (
@@ -109,6 +109,12 @@ CASES: dict[str, Case] = {
     ),
     "a document with no digest is replaced, never taken as held": Case(
         [local("a.md", "A")], [RemoteFile("f-a", "a.md", "")], replace=[("a.md", ["f-a"])]
+    ),
+    "a digest longer than the name's 12 hex digits is other bytes": Case(
+        [local("a.md", "A", mirrored=False)], [RemoteFile("f-a", "a.md", sha("A")[:20])], replace=[("a.md", ["f-a"])]
+    ),
+    "a mirrored document's digest that is part of the SHA-256 is other bytes": Case(
+        [local("a.md", "A")], [RemoteFile("f-a", "a.md", sha("A")[:20])], replace=[("a.md", ["f-a"])]
     ),
     "a digest shorter than 12 hex digits never matches": Case(
         [local("a.md", "A")], [RemoteFile("f-a", "a.md", sha("A")[:8])], replace=[("a.md", ["f-a"])]
@@ -234,10 +240,20 @@ def test_the_plan_decides(case: Case) -> None:
         assert case.refusal in todo.refusal
 
 
-def test_same_content_is_the_sha256_whole_or_its_first_12_hex_digits() -> None:
+def test_same_content_is_the_digest_as_the_names_carry_it() -> None:
+    mirrored, named = local("a.md", "A"), local("a.md", "A", mirrored=False)
+    assert same_content(mirrored, sha("A"))
+    assert not same_content(mirrored, sha("A")[:12])
+    assert same_content(named, sha("A")[:12])
+    assert not same_content(named, sha("A"))
+    assert not same_content(named, sha("A")[:13])
+    assert not same_content(mirrored, "")
+
+
+def test_same_bytes_is_the_sha256_whole_or_its_first_12_hex_digits() -> None:
     file = local("a.md", "A")
-    assert same_content(file, sha("A"))
-    assert same_content(file, sha("A")[:12])
-    assert not same_content(file, sha("A")[:11])
-    assert not same_content(file, "")
-    assert not same_content(file, sha("B"))
+    assert same_bytes(file, sha("A"))
+    assert same_bytes(file, sha("A")[:12])
+    assert not same_bytes(file, sha("A")[:11])
+    assert not same_bytes(file, "")
+    assert not same_bytes(file, sha("B"))

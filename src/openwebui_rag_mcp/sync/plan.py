@@ -1,5 +1,6 @@
 """What a run does, decided from the folder and what the base holds, without I/O: add, replace, unchanged, renamed,
-gone, and whether `--delete` may remove what is gone. `same_content` is the one rule for "this file is held"."""
+gone, and whether `--delete` may remove what is gone. `same_content` (this folder's documents) and `same_bytes`
+(anyone else's) are the rules for "this file is held"."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ DELETE_FEW = 5
 
 
 def same_content(file: LocalFile, digest: str) -> bool:
-    """Whether a document whose recorded digest is `digest` holds this file's bytes: the digest is the SHA-256 of
-    the file's bytes, whole (Open WebUI's `meta.file_hash` of the upload, which its folder comparison checks too) or
-    its first 12 hex digits at least (the name scheme). A shorter or missing digest never matches."""
+    """Whether a document this command wrote for this folder, whose recorded digest is `digest`, holds this file's
+    bytes: the two digests are equal as the names carry them (the whole SHA-256 when mirrored, else its first 12 hex
+    digits). Anything else, longer or shorter, is other bytes: the document is replaced."""
+    return digest == file.digest
+
+
+def same_bytes(file: LocalFile, digest: str) -> bool:
+    """Whether someone else's document (`Other`), whose recorded digest is `digest`, holds this file's bytes: the
+    SHA-256 of the file's bytes, whole (Open WebUI's `meta.file_hash`, which its folder comparison checks too) or its
+    first 12 hex digits at least. A shorter or missing digest never matches."""
     return len(digest) >= DIGEST_CHARS and file.sha256.startswith(digest)
 
 
@@ -154,8 +162,8 @@ def _is_held(file: LocalFile, by_key: dict[str, list[RemoteFile]], others: Seque
 
 
 def _held_by_others(file: LocalFile, others: Sequence[Other]) -> bool:
-    return any(name in file.names and same_content(file, digest) for other in others for name, digest in other.names)
+    return any(name in file.names and same_bytes(file, digest) for other in others for name, digest in other.names)
 
 
 def _holder(file: LocalFile, staying: Sequence[Other]) -> str | None:
-    return next((other.label for other in staying for _, digest in other.names if same_content(file, digest)), None)
+    return next((other.label for other in staying for _, digest in other.names if same_bytes(file, digest)), None)
