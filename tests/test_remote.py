@@ -4,12 +4,15 @@ knowledge_add; an existing file is attached only when the caller can read it, an
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
 import pytest
 
@@ -249,6 +252,30 @@ async def test_a_name_that_does_not_resolve_or_not_in_time_is_refused(upstream: 
         assert (failure.code, failure.outcome) == ("forbidden", "not_applied")
         assert "resolve" in failure.message
     assert upstream.requests() == []
+
+
+async def test_name_lookups_have_their_own_few_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slow DNS holds at most remote.LOOKUPS' threads, never anyio's shared ones (local reads, citations)."""
+    shared = anyio.to_thread.current_default_thread_limiter()
+    busy, peak, shared_seen, lock = 0, 0, set(), threading.Lock()
+
+    def slow(host: str) -> list[str]:
+        nonlocal busy, peak
+        with lock:
+            busy += 1
+            peak = max(peak, busy)
+            shared_seen.add(shared.borrowed_tokens)
+        time.sleep(0.05)
+        with lock:
+            busy -= 1
+        return NAMES["docs.example.com"]
+
+    monkeypatch.setattr(remote, "resolve_host", slow)
+    async with anyio.create_task_group() as group:
+        for _ in range(3 * int(remote.LOOKUPS.total_tokens)):
+            group.start_soon(functools.partial(remote.check_public, PAGE_URL, False, resolve_within=60))
+    assert 1 <= peak <= remote.LOOKUPS.total_tokens
+    assert shared_seen == {0}
 
 
 async def test_a_public_name_is_fetched_and_every_address_was_checked(upstream: Upstream, resolver: Resolver) -> None:

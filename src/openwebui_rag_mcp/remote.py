@@ -44,6 +44,9 @@ from openwebui_rag_mcp.writes import TEXT_MAX_CHARS, TITLE_MAX_CHARS, check_meta
 URL_MAX_CHARS = 2_048
 # How long a page's host name may take to resolve before the add is refused (the resolver runs in a worker thread).
 RESOLVE_SECONDS = 5.0
+# Name lookups in worker threads at once, apart from anyio's shared 40 (local file reads, citation placement), so slow
+# DNS cannot starve those; a lookup waiting for its turn counts against its RESOLVE_SECONDS.
+LOOKUPS = anyio.CapacityLimiter(8)
 # Numeric hosts that `inet_aton` reads as IPv4 (127.1, 2130706433, 0x7f.1, 0177.0.0.1) though `ipaddress` does not.
 _SHORT_IPV4 = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}")
 # IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, RFC 8215) and IPv4-compatible.
@@ -184,7 +187,7 @@ async def check_public(url: str, allow_private: bool, *, resolve_within: float =
     else:
         try:
             with anyio.fail_after(resolve_within):
-                found = await anyio.to_thread.run_sync(resolve_host, host, abandon_on_cancel=True)
+                found = await anyio.to_thread.run_sync(resolve_host, host, abandon_on_cancel=True, limiter=LOOKUPS)
             addresses = [ipaddress.ip_address(item.split("%")[0]) for item in found]
         except TimeoutError:
             raise _private(host, f"did not resolve within {resolve_within:g} s, so it could not be checked") from None
