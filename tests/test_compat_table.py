@@ -68,3 +68,12 @@ def test_uploads_link_themselves_where_the_file_says_when_it_is_indexed(
     release = Release.parse(version)
     assert release.links_on_upload is links
     assert release.completes_when_linked is completes
+
+
+@pytest.mark.parametrize(
+    ("version", "checked"), [("0.6.43", False), ("0.9.4", False), ("0.9.5", True), ("0.12.4", True), ("dev", False)]
+)
+def test_redirect_targets_are_re_checked_from_0_9_5_and_never_on_an_unreadable_version(
+    version: str, checked: bool
+) -> None:
+    assert Release.parse(version).redirects_checked is checked

@@ -165,6 +165,31 @@ async def test_a_release_that_would_index_the_page_elsewhere_is_refused(upstream
     assert upstream.requests() == []
 
 
+@pytest.mark.parametrize(
+    ("release", "allow_private", "fetched"),
+    [
+        ("0.9.4", "false", False),  # follows a redirect to an internal address (GHSA-rh5x-h6pp-cjj6)
+        ("0.8.12", "false", False),
+        ("0.9.5", "false", True),  # re-checks every redirect target
+        ("0.12.4", "false", True),
+        ("0.8.12", "true", True),  # the operator accepted internal targets anyway
+    ],
+)
+async def test_a_release_that_follows_redirects_unchecked_fetches_no_page(
+    upstream: Upstream, release: str, allow_private: str, fetched: bool
+) -> None:
+    upstream.version.respond(json={"version": release})
+    if fetched:
+        await add(upstream, page(), OPENWEBUI_URL_ALLOW_PRIVATE=allow_private)
+        assert upstream.fetch.call_count == 1  # type: ignore[attr-defined]
+        return
+    failure = await refused(upstream, page(), OPENWEBUI_URL_ALLOW_PRIVATE=allow_private)
+    assert (failure.code, failure.stage, failure.outcome) == ("unsupported", "fetch", "not_applied")
+    assert "redirect" in failure.message
+    assert "OPENWEBUI_URL_ALLOW_PRIVATE" in failure.message
+    assert upstream.requests() == []
+
+
 async def test_no_page_is_fetched_for_a_base_the_key_may_only_read(upstream: Upstream) -> None:
     upstream.write_access = False
     failure = await refused(upstream, page())

@@ -42,6 +42,10 @@ ATOMIC_ATTACH = (0, 6, 42)
 # POST /retrieval/process/web?process=false returns a page's text and indexes nothing (read in the 0.6.41 and 0.6.42
 # wheels); before, it always embeds the page into a collection named after the URL's hash, which no base lists.
 FETCH_WITHOUT_INDEXING = (0, 6, 42)
+# The web loader re-checks every redirect target against its private-address rule from 0.9.5 (GHSA-rh5x-h6pp-cjj6);
+# before, a public page redirecting to an internal address is fetched, so URL adds are refused there unless the
+# operator allows private addresses anyway (OPENWEBUI_URL_ALLOW_PRIVATE).
+REDIRECTS_CHECKED = (0, 9, 5)
 # knowledge_search's hybrid controls (POST /retrieval/query/collection, read in the wheels on both sides of each
 # boundary): `hybrid_bm25_weight` is a request field from 0.6.12; a weight of 0 is honoured from 0.10.0 (before, 0 is
 # falsy and means "use the setting"); `hybrid: false` chooses the vector path from 0.6.26, and from 0.8.11 that path
@@ -117,6 +121,11 @@ class Release:
     def fetch_without_indexing(self) -> bool:
         """A web page can be fetched without leaving vectors outside every base. Fails safe on an unreadable version."""
         return self.known and self.parts >= FETCH_WITHOUT_INDEXING
+
+    @property
+    def redirects_checked(self) -> bool:
+        """Open WebUI's web loader refuses a redirect to a private address. Fails safe on an unreadable version."""
+        return self.known and self.parts >= REDIRECTS_CHECKED
 
     @property
     def links_on_upload(self) -> bool:

@@ -236,6 +236,16 @@ async def add_web_page(
             stage="fetch",
             outcome="not_applied",
         )
+    if not release.redirects_checked and not app.settings.url_allow_private:
+        raise ToolFailure(
+            "unsupported",
+            f"Open WebUI {release.version} follows a page's redirects without checking where they lead (0.9.5 and "
+            "later refuse a redirect to a private address), so a public page could have it fetch an internal one; "
+            "fetch the page yourself and add its text with knowledge_add, or an operator who accepts internal "
+            "addresses sets OPENWEBUI_URL_ALLOW_PRIVATE=true. Nothing was sent",
+            stage="fetch",
+            outcome="not_applied",
+        )
     # Before the fetch: a key that cannot change the base gets no page fetched for it.
     await check_writable(app, knowledge_id, "fetch")
     await tell(progress, 0, 4, "fetching")
