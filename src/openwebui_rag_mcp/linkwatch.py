@@ -1,24 +1,8 @@
-"""Uploads that link themselves to one base (Open WebUI 0.9.6+), confirmed together rather than one by one.
-
-Open WebUI processes such an upload in its background task: it writes the file's own collection, indexes it into the
-base and links it (0.10 links before indexing into the base, 0.11+ after), and marks the file with the collection it
-wrote last (`meta.collection_name`, the base's id once the base's vectors are written; `compat.LINKS_ON_UPLOAD`).
-Until its own collection is written the file is on the base's pending list (`GET /knowledge/{id}/files/pending`:
-uploads naming the base, still `pending` or `processing`, not linked). So one watch per base asks that list once for
-every file in flight, and when some have left it, reads the base's newest documents once (`GET /knowledge/{id}/files`,
-newest first): a file listed there is linked and indexed (0.10: once it also carries the base's mark; until then it
-is asked about again), and its `hash` (the SHA-256 of its extracted text) comes with it. A file that left the pending
-list but is on neither list twice running (processing failed, the link was refused, or others changed so many files
-meanwhile that it is not among the newest), or is listed unmarked with its hash cleared (0.10: indexing into the base
-failed after the link), is handed back to its writer, which then reads its status, link and mark itself, as a
-single upload does. Per file that is one request for every few files in flight instead of a status poll or two and a
-name search each (issue 18: Open WebUI is the busy process, and every request costs it).
-
-Before 0.10 Open WebUI links such an upload without asking whether the key may write to the base, so each upload
-reads the base's write access before it is sent; uploads that are ready at once share one read begun after they all
-asked (`writable`): on 0.9.6 that read, one request per file, took as long as the upload itself on a busy Open WebUI.
-
-One watch serves one credential (a `sync` run's): its tasks run in the context of the upload that started them.
+"""Uploads that link themselves to one base (`Release.links_on_upload`), confirmed together rather than one by one:
+per file, one request for every few files in flight instead of a status poll and a name search each (issue 18: Open
+WebUI is the busy process). Where Open WebUI links without asking whether the key may write
+(`Release.link_checks_write_access`), uploads ready at once share one write-access read (`LinkWatch.writable`). What
+each release does is in docs/compatibility.md. One watch serves one credential (a `sync` run's).
 """
 
 from __future__ import annotations
@@ -46,7 +30,10 @@ class _Waiting:
 
 @dataclass
 class LinkWatch:
-    """The uploads to one base that link themselves, awaited together (module docstring)."""
+    """The uploads to one base that link themselves, awaited together. It asks the base's pending list once for every
+    file in flight and, when some have left it, reads the base's newest documents once: a file listed there is linked
+    and indexed (where `Release.links_before_indexing`, once it also carries the base's mark). A file on neither list
+    twice running, or listed unmarked with its hash cleared, is handed back to its writer, which asks about it alone."""
 
     client: OpenWebUIClient
     knowledge_id: str

@@ -90,11 +90,11 @@ async def upload_to_base(
 ) -> Uploaded:
     """Upload, wait until Open WebUI has processed the file, attach it to the base under the base's write lock.
 
-    Only the attach holds the lock: it is the one request that changes the base (before 0.6.42 by rewriting its file
-    list, and on every release Open WebUI's duplicate check reads the base before it links), so uploads to one base
-    upload and process side by side while their attaches take turns. An upload that links itself
-    (`SyncOptions.links_itself`, Open WebUI 0.9.6+) has no attach: Open WebUI indexes and links it, and the write waits
-    for that and reads the link back. `text` is the document's own text when we wrote it; None for a file whose text
+    Only the attach holds the lock: it is the one request that changes the base (a read-modify-write where not
+    `Release.attach_is_atomic`, and Open WebUI's duplicate check reads the base before it links), so uploads to one
+    base upload and process side by side while their attaches take turns. An upload that links itself
+    (`SyncOptions.links_itself`, where `Release.links_on_upload`) has no attach: the write waits for Open WebUI's link
+    and reads it back. `text` is the document's own text when we wrote it; None for a file whose text
     Open WebUI extracts (then an empty extraction is a failure of the processing stage)."""
     release = await read_release(app, "upload")
     if upload.sync is not None and upload.sync.links_itself and not release.links_on_upload:
@@ -105,8 +105,8 @@ async def upload_to_base(
     # write before anything is sent, rather than after an upload that must then be removed again.
     async with app.locks.hold(knowledge_id) as lease:
         still_held(lease, "upload")
-    # Before 0.10 Open WebUI links an upload naming the base without asking whether the key may write there: each
-    # such upload asks just before it is sent.
+    # Without `link_checks_write_access` Open WebUI links an upload naming the base unasked: each such upload asks
+    # just before it is sent.
     if not upload.options.writable_checked or (upload.options.links_itself and not release.link_checks_write_access):
         if upload.options.watch is not None:  # one read for the uploads that are ready at once
             await upload.options.watch.writable(functools.partial(check_writable, app, knowledge_id))

@@ -75,18 +75,12 @@ async def glance(
     app: App, knowledge_id: str, scanning: asyncio.Future[tuple[list[LocalFile], list[Skipped]]]
 ) -> Base | None:
     """What the base holds, by Open WebUI's folder comparison alone, when that shows it holds exactly the folder's
-    files, unchanged, each in its place; else None (read it in full: `read_base`). On 0.9.6 to 0.11 reading the base
-    in full takes its list and then that comparison (the list names no folders), each loading every document in Open
-    WebUI; a run with nothing to do needs one.
-
-    It shows that only when the comparison of the folder's own manifest adds, changes and removes nothing, and the
-    base counts no more documents than the folder has files (the comparison keeps one document per place, so a
-    second copy at a place would hide behind the first). Which documents are this folder's and which are someone
-    else's with the same bytes, the full read tells; with nothing to change, it makes no difference: each is given
-    as a document at its place with the checksum the comparison found there, never to be replaced or removed. A file
-    this run skips is not in the manifest: a document of it makes the comparison remove that one, and so sends the
-    run to the full read (which keeps it). Anything else (a name like the name scheme's, a comparison refused as it
-    needs write access) is left to the full read too."""
+    files, unchanged, each in its place; else None (read it in full: `read_base`). Where lists name no folders
+    (`Release.folders` without `folder_paths`) a full read costs two loads of every document; a run with nothing to
+    do needs this one. It shows that only when the comparison adds, changes and removes nothing and the base counts no
+    more documents than the folder has files (a second copy at a place would hide behind the first); each document is
+    given at its place with the checksum found there, never to be replaced or removed. Anything else (a skipped file's
+    document, a name like the name scheme's, a comparison refused) is left to the full read."""
     app.check_base(knowledge_id)
     try:
         (local, _), (_, total) = await asyncio.gather(scanning, app.client.knowledge_files(knowledge_id, 1))
