@@ -89,3 +89,8 @@ def given_up_at(
     if seen.unchanged_since is None:
         return math.inf
     return seen.unchanged_since + waits.processing
+
+
+def time_left(what: GiveUp, waits: Waits, *, since: float, now: float) -> float:
+    """Seconds from `now` until `given_up_at(what, since, waits)`, on the same clock; negative once past."""
+    return given_up_at(what, since, waits) - now

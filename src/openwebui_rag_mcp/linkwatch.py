@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from openwebui_rag_mcp import normalize
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.giveup import Waits, given_up_at
+from openwebui_rag_mcp.giveup import Waits, time_left
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ class LinkWatch:
         left the pending list without showing among the base's newest documents, the lists could not be read, or
         the writer's wait for its processing is over (`giveup`)."""
         loop = asyncio.get_running_loop()
-        within = given_up_at("processing", loop.time(), waits) - loop.time()
+        now = loop.time()
+        within = time_left("processing", waits, since=now, now=now)
         waiting = _Waiting(loop.time(), loop.create_future())
         self._waiting[file_id] = waiting
         if self._task is None or self._task.done():

@@ -20,7 +20,7 @@ from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.attach import attach_file
 from openwebui_rag_mcp.compat import Release
 from openwebui_rag_mcp.errors import ErrorCode, ToolFailure
-from openwebui_rag_mcp.giveup import Waits, given_up_at
+from openwebui_rag_mcp.giveup import Waits, given_up_at, time_left
 from openwebui_rag_mcp.journal import Tracked
 from openwebui_rag_mcp.linkwatch import LinkWatch
 from openwebui_rag_mcp.normalize import UPLOAD_MARK
@@ -371,7 +371,7 @@ async def _process_linked(
         status, processed_after = await _timed_processing(app, release, uploaded, progress, upload, waited)
         settled = False
         if not release.completes_when_linked:
-            left = given_up_at("processing", -processed_after, Waits.of(app.settings))  # from now on
+            left = time_left("processing", Waits.of(app.settings), since=0.0, now=processed_after)
             settled = await _settled_in_base(app, release, knowledge_id, file_id, upload.filename, left)
     except ToolFailure as failure:
         if await _status_or_none(app, file_id) != "failed":

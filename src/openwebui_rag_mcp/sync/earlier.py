@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.giveup import Waits, given_up_at
+from openwebui_rag_mcp.giveup import Waits, given_up_at, time_left
 from openwebui_rag_mcp.settle import Resolution, remove_unlinked
 from openwebui_rag_mcp.sync.types import Say
 
@@ -51,7 +51,7 @@ class Earlier:
             # after a kill); one look more past it: the journal's clock and the loop's are read a moment apart.
             now = self._journal_now()
             dues = [
-                given_up_at("processing", r.record.answer_by, r.record.waits(self._within())) - now
+                time_left("processing", r.record.waits(self._within()), since=r.record.answer_by, now=now)
                 for r in waiting
                 if r.record.links_itself
             ]
