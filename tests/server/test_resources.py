@@ -13,22 +13,20 @@ import base64
 import gc
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
 import pytest
 from mcp import Client, MCPError
-from mcp.server.mcpserver import MCPServer
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, PromptReference, Resource, ResourceTemplateReference
 
-from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.server import create_server
 from openwebui_rag_mcp.server.resources import COMPLETIONS_MAX, RESOURCES_PAGE
 from tests.conftest import API_KEY, assert_no_key, make_settings, mock_transport, new_router
 from tests.faultstub import BASE_URL, FILE, FILE_THIRD, KB, KB_OTHER, KB_THIRD, Base, Document, Lane, answer
+from tests.support.servers import LaneServers
 
 pytestmark = pytest.mark.anyio
 
@@ -38,31 +36,11 @@ ALLOW = {"OPENWEBUI_KNOWLEDGE_IDS": f"{KB},{KB_THIRD}"}
 MISSING = "ffffffff-0000-4000-8000-000000000000"  # a base or file no Open WebUI has
 
 
-class CurrentLane(httpx.AsyncBaseTransport):
-    """The transport of the cached servers: every session talks to the lane of the running test."""
-
-    lane: Lane | None = None
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert self.lane is not None
-        return await self.lane.transport(BASE_URL).handle_async_request(request)
+SERVERS = LaneServers()
 
 
-_TRANSPORT = CurrentLane()
-_SERVERS: dict[frozenset[tuple[str, str]], MCPServer[App]] = {}
-
-
-@asynccontextmanager
-async def connect(lane: Lane, env: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    key = frozenset((env or {}).items())
-    if key not in _SERVERS:
-        _SERVERS[key] = create_server(make_settings(BASE_URL, **(env or {})), transport=_TRANSPORT)
-    _TRANSPORT.lane = lane
-    try:
-        async with Client(_SERVERS[key], raise_exceptions=True) as client:
-            yield client
-    finally:
-        _TRANSPORT.lane = None
+def connect(lane: Lane, env: dict[str, str] | None = None) -> AbstractAsyncContextManager[Client]:
+    return SERVERS.connect(lane, env)
 
 
 def many_bases(count: int) -> Lane:

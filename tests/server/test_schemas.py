@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any, get_args
 
-import httpx
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
-from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.config import ALIASES, READ_TOOLS, WRITE_TOOLS
 from openwebui_rag_mcp.errors import ErrorCode, Outcome, Stage
 from openwebui_rag_mcp.models import ErrorBody
-from openwebui_rag_mcp.server import create_server
-from tests.conftest import make_settings
-from tests.faultstub import BASE_URL, FILE, KB, KB_OTHER, Lane, answer
+from tests.faultstub import FILE, KB, KB_OTHER, Lane, answer
+from tests.support.servers import LaneServers
 
 pytestmark = pytest.mark.anyio
 
@@ -54,34 +50,12 @@ DUPLICATE = "400: Duplicate content detected. Please provide unique content to p
 FREE_FORM = {"metadata"}  # objects of any shape: a key removed from one is still a valid object
 
 
-class CurrentLane(httpx.AsyncBaseTransport):
-    """The one server's transport: every session talks to the lane of the running test."""
-
-    lane: Lane | None = None
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert self.lane is not None
-        return await self.lane.transport(BASE_URL).handle_async_request(request)
+SERVERS = LaneServers()
+ENV = {"OPENWEBUI_ALLOW_CREATE": "true", "OPENWEBUI_ALLOW_DELETE_BASE": "true", "OPENWEBUI_VERIFY_TLS": "false"}
 
 
-_TRANSPORT = CurrentLane()
-_SERVER: list[MCPServer[App]] = []
-
-
-@asynccontextmanager
-async def connect(lane: Lane) -> AsyncIterator[Client]:
-    if not _SERVER:
-        settings = make_settings(
-            BASE_URL, OPENWEBUI_ALLOW_CREATE="true", OPENWEBUI_ALLOW_DELETE_BASE="true", OPENWEBUI_VERIFY_TLS="false"
-        )
-        _SERVER.append(create_server(settings, transport=_TRANSPORT))
-    _TRANSPORT.lane = lane
-    try:
-        # The SDK's client validates every successful result against the listed schema too.
-        async with Client(_SERVER[0], raise_exceptions=True) as client:
-            yield client
-    finally:
-        _TRANSPORT.lane = None
+def connect(lane: Lane) -> AbstractAsyncContextManager[Client]:
+    return SERVERS.connect(lane, ENV)
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
