@@ -124,15 +124,15 @@ def _say(text: str) -> None:
         print(text, flush=True)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> None:
     """Stop the command and what it started: SIGINT to its process group first (pytest then runs its teardown, which
-    stops any Open WebUI it started), SIGKILL to whatever is left after `STOP_GRACE` seconds."""
+    stops any Open WebUI it started), SIGKILL to whatever is left after `grace` seconds."""
     try:
         os.killpg(proc.pid, signal.SIGINT)
     except ProcessLookupError:
         return
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=STOP_GRACE)
+        proc.wait(timeout=grace)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -158,12 +158,12 @@ def _stop_all() -> None:
             proc.wait(timeout=10)
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    """The command's exit code, or None if it ran out of `timeout` seconds (it is stopped then)."""
+def _wait(proc: subprocess.Popen[bytes], timeout: float, grace: float = STOP_GRACE) -> int | None:
+    """The command's exit code, or None if it ran out of `timeout` seconds (it is stopped then, within `grace`)."""
     try:
         return proc.wait(timeout=max(timeout, 0))
     except subprocess.TimeoutExpired:
-        _stop(proc)
+        _stop(proc, grace)
         return None
     except BaseException:  # Ctrl-C: the command has its own session, so it did not get the signal
         _stop(proc)
@@ -183,10 +183,17 @@ def _duration(seconds: float) -> str:
 
 
 def _pytest(
-    name: str, args: list[str], workdir: Path, timeout: float, env: dict[str, str], *, quiet: bool = False
+    name: str,
+    args: list[str],
+    workdir: Path,
+    timeout: float,
+    env: dict[str, str],
+    *,
+    quiet: bool = False,
+    stop_grace: float = STOP_GRACE,
 ) -> Tally:
     """Run one pytest step. `quiet`: its output goes to a log in `workdir`, printed whole when the step ends (so
-    that steps running side by side do not interleave their lines)."""
+    that steps running side by side do not interleave their lines). `stop_grace`: see `_stop`."""
     junit = workdir / f"{name}.xml"
     # each step its own temporary directory: pytest's shared numbered ones are not meant for sessions side by side
     command = [sys.executable, "-m", "pytest", *args, f"--junitxml={junit}", f"--basetemp={workdir / name}"]
@@ -194,7 +201,7 @@ def _pytest(
     started = time.monotonic()
     log_path = workdir / f"{name}.log"
     with open(log_path, "w", encoding="utf-8") if quiet else contextlib.nullcontext() as log:
-        code = _wait(_start(command, env, log), timeout)
+        code = _wait(_start(command, env, log), timeout, stop_grace)
     seconds = time.monotonic() - started
     problem = ""
     if code is None:

@@ -307,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeEmbeddings/1.0"
     dim: int = DIM
+    slow_seconds: float = SLOW_SECONDS
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: Open WebUI sends many requests."""
@@ -352,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 body = embeddings_response(payload, self.dim)
                 if SLOW_MARKER in raw.decode("utf-8"):
-                    time.sleep(SLOW_SECONDS)
+                    time.sleep(self.slow_seconds)
         except (ValueError, UnicodeDecodeError) as exc:
             self._error(400, str(exc))
             return
@@ -376,9 +377,12 @@ class FakeEmbeddingServer(ThreadingHTTPServer):
             self.reranked += 1
 
 
-def make_server(host: str = "127.0.0.1", port: int = 0, dim: int = DIM) -> FakeEmbeddingServer:
-    """Create (and bind) a server; call ``serve_forever()`` on it, ``shutdown()`` and ``server_close()`` to stop."""
-    handler = type("FakeEmbeddingHandler", (_Handler,), {"dim": dim})
+def make_server(
+    host: str = "127.0.0.1", port: int = 0, dim: int = DIM, slow_seconds: float = SLOW_SECONDS
+) -> FakeEmbeddingServer:
+    """Create (and bind) a server; call ``serve_forever()`` on it, ``shutdown()`` and ``server_close()`` to stop.
+    ``slow_seconds``: how late a text with ``SLOW_MARKER`` is answered."""
+    handler = type("FakeEmbeddingHandler", (_Handler,), {"dim": dim, "slow_seconds": slow_seconds})
     return FakeEmbeddingServer((host, port), handler)
 
 

@@ -93,7 +93,6 @@ def test_a_step_out_of_time_is_stopped_and_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "test_slow.py").write_text(SLOW_TEST, encoding="utf-8")
-    monkeypatch.setattr(check, "STOP_GRACE", 1)
     started = time.monotonic()
 
     tally = check._pytest(
@@ -102,6 +101,7 @@ def test_a_step_out_of_time_is_stopped_and_fails(
         tmp_path,
         5,
         dict(os.environ),
+        stop_grace=1,
     )
 
     assert time.monotonic() - started < 60

@@ -338,11 +338,18 @@ def test_cli_prints_port_first_and_serves() -> None:
             proc.stdout.close()
 
 
-def test_a_text_with_the_slow_marker_is_answered_late(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_text_with_the_slow_marker_is_answered_late() -> None:
     """The live tests hold Open WebUI mid-indexing with it."""
-    monkeypatch.setattr(fake_embeddings, "SLOW_SECONDS", 1.0)
-    with httpx.Client(base_url=server_url, trust_env=False) as http:
-        started = time.monotonic()
-        answer = http.post("/v1/embeddings", json={"input": [f"a {fake_embeddings.SLOW_MARKER} text"]})
-        assert time.monotonic() - started >= 1.0
+    server = fake_embeddings.make_server("127.0.0.1", 0, slow_seconds=1.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}", trust_env=False) as http:
+            started = time.monotonic()
+            answer = http.post("/v1/embeddings", json={"input": [f"a {fake_embeddings.SLOW_MARKER} text"]})
+            assert time.monotonic() - started >= 1.0
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
     assert answer.json()["data"][0]["embedding"] == pytest.approx(embed(f"a {fake_embeddings.SLOW_MARKER} text"))

@@ -1,5 +1,5 @@
 """The test suite's own shape: shared doubles in support modules (no test module imports another one), and
-timings passed in as values, never patched module-private constants."""
+timings passed in as values, never patched module-private or timing constants."""
 
 from __future__ import annotations
 
@@ -53,17 +53,22 @@ def test_imported_modules_sees_every_form_of_import(tmp_path: Path) -> None:
     ]
 
 
-def test_no_test_module_imports_another_test_module() -> None:
+def test_no_module_imports_a_test_module() -> None:
+    """Test modules, devtools and bench take what they share from support modules (devtools.faults_doc's tables)."""
+    root = TESTS.parent
+    paths = [*TESTS.rglob("*.py"), *(root / "devtools").rglob("*.py"), *(root / "bench").rglob("*.py")]
     found = {
-        path.relative_to(TESTS).as_posix(): sorted(name for name in imported_modules(path) if is_test_module(name))
-        for path in sorted(TESTS.rglob("*.py"))
+        path.relative_to(root).as_posix(): sorted(name for name in imported_modules(path) if is_test_module(name))
+        for path in sorted(paths)
     }
     offenders = {path: names for path, names in found.items() if names}
     assert offenders == {}, "move what they share into tests/support/ (or tests/live/ beside stdio.py) and import it"
 
 
-# `monkeypatch.setattr(module, "_SOME_CONSTANT", ...)`: a module-private constant changed from outside.
-PATCHED_PRIVATE_CONSTANT = re.compile(r"""setattr\(\s*[\w.]+\s*,\s*["'](_[A-Z][A-Z0-9_]*)["']""")
+# `monkeypatch.setattr(module, "_SOME_CONSTANT", ...)`: a module-private constant changed from outside; or a timing
+# constant, private or not (`STOP_GRACE`, `SLOW_SECONDS`).
+TIMING = r"[A-Z0-9_]*(?:SECONDS|GRACE|TIMEOUT|DELAY|INTERVAL|POLL|WAIT|TTL)[A-Z0-9_]*"
+PATCHED_PRIVATE_CONSTANT = re.compile(rf"""setattr\(\s*[\w.]+\s*,\s*["'](_[A-Z][A-Z0-9_]*|[A-Z]{TIMING})["']""")
 
 
 def test_the_private_constant_pattern() -> None:
@@ -71,9 +76,11 @@ def test_the_private_constant_pattern() -> None:
     assert PATCHED_PRIVATE_CONSTANT.findall("monkeypatch.setattr(\n    a.b, '_X', 1)") == ["_X"]
     assert not PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(check, "_pytest", recorder)')
     assert not PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(web, "FAILURES_OVERALL", 2)')
+    assert PATCHED_PRIVATE_CONSTANT.findall('monkeypatch.setattr(check, "STOP_GRACE", 1)') == ["STOP_GRACE"]
+    assert PATCHED_PRIVATE_CONSTANT.findall("setattr(fake_embeddings, 'SLOW_SECONDS', 1.0)") == ["SLOW_SECONDS"]
 
 
-def test_no_test_patches_a_module_private_constant() -> None:
+def test_no_test_patches_a_module_private_or_timing_constant() -> None:
     """Timings a test shrinks come in as a value (`Settings.timings`, `LeasePolls`), not as a patched constant."""
     found = {
         path.relative_to(TESTS).as_posix(): PATCHED_PRIVATE_CONSTANT.findall(path.read_text(encoding="utf-8"))
