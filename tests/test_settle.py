@@ -1,224 +1,29 @@
-"""The journal of uploads in flight: records kept while a write runs, and what recovery does with a dead writer's."""
+"""What recovery does with a dead writer's uploads (`settle.py`): kept where the base holds them, else deleted,
+or left while Open WebUI may still process or attach them; previewed for a dry run."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from openwebui_rag_mcp import giveup, normalize, writes
+from openwebui_rag_mcp import giveup, normalize
 from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp import settle as settle_module
 from openwebui_rag_mcp.client import OpenWebUIClient
-from openwebui_rag_mcp.config import Timings
 from openwebui_rag_mcp.errors import ToolFailure
-from openwebui_rag_mcp.giveup import Waits
-from openwebui_rag_mcp.journal import FileJournal, Inflight, Record, default_directory, owner_of
-from openwebui_rag_mcp.recover import recover_command
+from openwebui_rag_mcp.journal import Record
 from openwebui_rag_mcp.settle import ClientUpstream, preview, recover
-from tests.conftest import API_KEY, FAST, make_settings, mock_transport, new_router
+from tests.conftest import make_settings, mock_transport, new_router
+from tests.support.inflight import NO_SETTLE, OWNER, FakeUpstream, abandon, journal, records, unknown_record
 from tests.support.writes import (
-    FILE,
     KB,
-    Upstream,
-    add_args,
-    answer,
-    call,
-    connect,
-    error_of,
-    form_parts,
-    ok_of,
-    upload_metadata,
 )
 
 pytestmark = pytest.mark.anyio
-OWNER = "a" * 64
-NO_SETTLE = Timings(link_settle=0.0)  # recovery looks again at once at a "completed" upload the base does not list
-
-
-@dataclass
-class FakeUpstream:
-    """Open WebUI as recovery sees it: which base lists which file, the files by name, deletions."""
-
-    listed: dict[str, set[str]] = field(default_factory=dict)
-    files: list[dict[str, Any]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    unreadable: bool = False
-    statuses: dict[str, str] = field(default_factory=dict)  # file_id -> processing status (default "completed")
-    # file_id -> `meta.collection_name` (default the base "kb": written to it)
-    collections: dict[str, str] = field(default_factory=dict)
-    unlinked: list[tuple[str, str]] = field(default_factory=list)  # removed with `remove_unlinked`
-    pending_ids: set[str] | None = None  # the base's pending list, `id:status` (None: it cannot be read)
-    refused_at: float | None = None  # when a connection to Open WebUI was last refused
-
-    async def base_lists(self, knowledge_id: str, file_id: str) -> bool | None:
-        if self.unreadable:
-            return None
-        return file_id in self.listed.get(knowledge_id, set())
-
-    async def files_named(self, filename: str) -> list[Mapping[str, Any]]:
-        return [item for item in self.files if item["filename"] == filename]
-
-    async def delete_file(self, file_id: str) -> object:
-        if file_id in self.deleted:
-            raise ToolFailure("not_found", "gone")
-        self.deleted.append(file_id)
-        return {}
-
-    async def file_record(self, file_id: str) -> normalize.FileRecord:
-        status = self.statuses.get(file_id, "completed")
-        return normalize.FileRecord(file_id, None, status, None, self.collections.get(file_id, "kb"))
-
-    async def remove_unlinked(self, knowledge_id: str, file_id: str) -> None:
-        await self.delete_file(file_id)
-        self.unlinked.append((knowledge_id, file_id))
-
-    async def pending(self, knowledge_id: str) -> set[str] | None:
-        return self.pending_ids
-
-    def unreachable_at(self) -> float | None:
-        return self.refused_at
-
-
-def journal(tmp_path: Path, clock: list[float] | None = None) -> Inflight:
-    now = clock or [1_000_000.0]
-    return Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=45, clock=lambda: now[0])
-
-
-async def abandon(
-    inflight: Inflight,
-    file_id: str | None,
-    owner: str = OWNER,
-    *,
-    links_itself: bool = False,
-    indexed_after_link: bool = False,
-    attach_within: float | None = None,
-    process_within: float = 0.0,
-) -> None:
-    """A write that ends without settling its upload (killed, or its file could not be removed again); with
-    `attach_within`, killed once its attach was sent; `process_within`: its writer's OPENWEBUI_PROCESS_TIMEOUT."""
-    async with inflight.tracking(
-        owner,
-        "kb",
-        "a.md",
-        b"hello",
-        marked=False,
-        answer_within=60,
-        links_itself=links_itself,
-        indexed_after_link=indexed_after_link,
-        process_within=process_within,
-    ) as tracked:
-        if file_id is not None:
-            await tracked.uploaded(file_id)
-        if attach_within is not None:
-            await tracked.attaching(Waits(attach_within, 0.0))
-        raise RuntimeError("the write ended without settling")
-
-
-async def records(inflight: Inflight) -> list[Record]:
-    store = inflight._store
-    return await store.records(OWNER)
-
-
-async def test_a_settled_write_leaves_no_record(tmp_path: Path) -> None:
-    inflight = journal(tmp_path)
-    async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
-        (during,) = await records(inflight)
-        assert (during.knowledge_id, during.filename, during.size, during.file_id) == ("kb", "a.md", 5, None)
-        await tracked.uploaded("file-1")
-        assert [r.file_id for r in await records(inflight)] == ["file-1"]
-        tracked.settle()
-    assert await records(inflight) == []
-    assert await inflight.owners() == []
-
-
-async def test_an_unsettled_write_leaves_its_record_for_recovery_at_once(tmp_path: Path) -> None:
-    inflight = journal(tmp_path)
-    with pytest.raises(RuntimeError):
-        await abandon(inflight, "file-1")
-    assert [r.file_id for r in await inflight.gone(OWNER)] == ["file-1"]
-    upstream = FakeUpstream()
-    (resolution,) = await recover(inflight, upstream, OWNER)
-    assert upstream.deleted == ["file-1"]
-    assert resolution.deleted == ("file-1",)
-    assert await records(inflight) == []
-
-
-async def test_a_running_writer_is_not_recovered(tmp_path: Path) -> None:
-    inflight = journal(tmp_path)
-    async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
-        await tracked.uploaded("file-1")
-        assert await inflight.gone(OWNER) == []
-        assert await recover(inflight, FakeUpstream(), OWNER) == []
-        tracked.settle()
-
-
-async def test_a_record_whose_time_ran_out_is_gone(tmp_path: Path) -> None:
-    clock = [1_000_000.0]
-    inflight = journal(tmp_path, clock)
-    record = Record("r1", OWNER, "kb", "a.md", 5, "0" * 64, clock[0], clock[0] + 45, "another-host", 1, "1")
-    await FileJournal(tmp_path / "inflight").put(record)
-    assert await inflight.gone(OWNER) == []
-    clock[0] += 46
-    assert [r.id for r in await inflight.gone(OWNER)] == ["r1"]
-
-
-def start_writer(tmp_path: Path) -> subprocess.Popen[bytes]:
-    """A real process that records an upload (file id known) and then waits, as if for Open WebUI."""
-    ready = tmp_path / "ready"
-    script = textwrap.dedent(
-        f"""
-        import asyncio, pathlib
-        from openwebui_rag_mcp.journal import FileJournal, Inflight
-
-        async def main():
-            inflight = Inflight(FileJournal(pathlib.Path({str(tmp_path / "inflight")!r})))
-            async with inflight.tracking({OWNER!r}, "kb", "a.md", b"hello", marked=False, answer_within=60) as tracked:
-                await tracked.uploaded("file-9")
-                pathlib.Path({str(ready)!r}).touch()
-                await asyncio.sleep(3600)
-
-        asyncio.run(main())
-        """
-    )
-    child = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 60  # a hang guard only
-    while not ready.exists():
-        if child.poll() is not None or time.monotonic() > deadline:
-            child.kill()
-            pytest.fail("the writer never recorded its upload")
-        time.sleep(0.05)
-    return child
-
-
-def test_a_killed_writer_on_this_machine_is_gone_at_once(tmp_path: Path) -> None:
-    """A real process records an upload and is killed with SIGKILL: its record is recoverable at once, before its
-    time runs out."""
-    child = start_writer(tmp_path)
-    inflight = Inflight(FileJournal(tmp_path / "inflight"))
-    upstream = FakeUpstream(listed={"kb": set()})
-    try:
-        assert anyio.run(inflight.gone, OWNER) == []  # alive: not touched
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    (resolution,) = anyio.run(recover, inflight, upstream, OWNER)
-    assert upstream.deleted == ["file-9"], resolution
-    assert anyio.run(records, inflight) == []
 
 
 async def test_a_file_the_base_holds_is_kept(tmp_path: Path) -> None:
@@ -601,164 +406,6 @@ async def test_records_of_another_credential_are_not_touched(tmp_path: Path) -> 
     assert await inflight.owners() == ["b" * 64]
 
 
-async def test_a_journal_that_cannot_be_written_refuses_the_upload(tmp_path: Path) -> None:
-    blocked = tmp_path / "file-not-dir"
-    blocked.write_text("")
-    inflight = Inflight(FileJournal(blocked / "inflight"))
-    with pytest.raises(ToolFailure) as caught:
-        async with inflight.tracking(OWNER, "kb", "a.md", b"hello", marked=False, answer_within=60):
-            pytest.fail("the write must not start")
-    assert caught.value.code == "upstream_unavailable"
-    assert caught.value.request_sent is False
-
-
-def test_a_record_reads_back_and_rejects_garbage() -> None:
-    record = Record("r", OWNER, "kb", "ü.md", 1, "0" * 64, 1.0, 2.0, "h", 1, "1", "f")
-    assert Record.from_json(record.to_json()) == record
-    assert Record.from_json(b"not json") is None
-    assert Record.from_json("[1]") is None
-    assert replace(record, file_id=None).file_id is None
-    # A later version's record (a field this one does not know) is still settled, by what this one knows of it.
-    assert Record.from_json(json.dumps(json.loads(record.to_json()) | {"later_field": 1})) == record
-    assert Record.from_json(json.dumps({"id": "r"})) is None  # too little to settle anything
-
-
-# -- the writes keep the journal -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def upstream() -> Upstream:
-    return Upstream(new_router())
-
-
-def server_journal() -> tuple[Inflight, str]:
-    """The journal the server keeps (under the test's own XDG_STATE_HOME) and the test key's name in it."""
-    settings = make_settings()
-    return Inflight(FileJournal(default_directory())), owner_of(settings, hashlib.sha256(API_KEY.encode()).hexdigest())
-
-
-async def test_an_upload_is_recorded_while_it_runs_and_dropped_once_attached(upstream: Upstream) -> None:
-    """Written before the upload request leaves, with the file id and when the attach's answer is due before the
-    attach leaves (recovery lets an attach Open WebUI may still be running end first), dropped once attached."""
-    journal, owner = server_journal()
-    seen: dict[str, list[Record]] = {"upload": [], "attach": []}
-
-    def seeing(stage: str, handler: Callable[[httpx.Request], httpx.Response]) -> Any:
-        async def seen_by(request: httpx.Request) -> httpx.Response:
-            seen[stage].extend(await journal._store.records(owner))
-            return handler(request)
-
-        return seen_by
-
-    upstream.upload.side_effect = seeing("upload", upstream._upload)
-    upstream.add.side_effect = seeing("attach", upstream._add)
-    before = time.time()
-    ok_of(await call(upstream, "knowledge_add", add_args()))
-    (at_upload,), (at_attach,) = seen["upload"], seen["attach"]
-    assert (at_upload.knowledge_id, at_upload.file_id, at_upload.attach_by) == (KB, None, 0.0)
-    assert at_upload.filename == form_parts(upstream.upload.calls.last.request)["file"][0]
-    assert (at_attach.id, at_attach.file_id) == (at_upload.id, FILE)
-    timeout = make_settings().timeout
-    assert before + timeout <= at_attach.attach_by <= time.time() + timeout
-    assert await journal._store.records(owner) == []
-    assert API_KEY not in at_attach.to_json()
-
-
-async def test_a_file_that_could_not_be_removed_is_removed_by_the_next_write(upstream: Upstream) -> None:
-    """Open WebUI failed to process the upload and then refused to delete it: the agent is told, and the next write
-    with the same credential removes it before its own upload (nothing stays orphaned)."""
-    journal, owner = server_journal()
-    upstream.status.side_effect = answer(200, json={"status": "failed"})
-    upstream.delete.side_effect = answer(500, text="Internal Server Error")
-    async with connect(upstream) as client:
-        error = error_of(await client.call_tool("knowledge_add", add_args()))
-        assert (error.file_id, error.outcome) == (FILE, "partial_or_unknown")
-        assert [r.file_id for r in await journal.gone(owner)] == [FILE]
-        upstream.status.side_effect = None
-        upstream.delete.side_effect = upstream._delete
-        ok_of(await client.call_tool("knowledge_add", add_args(title="second")))
-    deletes = [i for i, c in enumerate(upstream.router.calls) if c.request.method == "DELETE"]
-    uploads = [i for i, c in enumerate(upstream.router.calls) if c.request.url.path == "/api/v1/files/"]
-    assert len(deletes) == 2
-    assert deletes[1] < uploads[1]  # settled before the second write uploaded anything
-    assert await journal._store.records(owner) == []
-
-
-@pytest.mark.parametrize(("status", "answered"), [(400, True), (504, False)])
-async def test_an_attach_open_webui_answered_is_not_waited_for_by_recovery(
-    upstream: Upstream, status: int, answered: bool
-) -> None:
-    """Refused, and the file could not be removed again: the record stays for recovery, which need not wait for an
-    attach Open WebUI has answered; a gateway's 504 is no such answer (the attach may still run behind it)."""
-    journal, owner = server_journal()
-    upstream.add.side_effect = answer(status, json={"detail": "not allowed"})
-    upstream.delete.side_effect = answer(500, text="Internal Server Error")
-    # (after a 504 the write looks for the file in the base for OPENWEBUI_TIMEOUT more before removing it)
-    error_of(await call(upstream, "knowledge_add", add_args(), OPENWEBUI_TIMEOUT="1"))
-    (left,) = await journal.gone(owner)
-    assert left.file_id == FILE
-    assert (left.attach_by == 0.0) is answered
-
-
-async def test_the_start_settles_what_a_killed_process_left(upstream: Upstream) -> None:
-    """A record whose writer is gone (the same pid now names another process) is settled when the server starts."""
-    journal, owner = server_journal()
-    now = time.time()
-    dead = Record(
-        "r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, journal_module.this_host(), os.getpid(), "x", FILE
-    )
-    await journal._store.put(dead)
-    async with connect(upstream):
-        with anyio.fail_after(30):  # a hang guard
-            while upstream.delete.call_count == 0:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-    assert upstream.delete.calls.last.request.url.path == f"/api/v1/files/{FILE}"
-    assert await journal._store.records(owner) == []
-
-
-async def test_the_start_looks_again_at_an_attach_open_webui_may_still_run(
-    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Left at first (Open WebUI may still run the dead writer's attach), removed by the start's own second look once
-    the attach's answer was due: no later write is needed to clean it up."""
-    journal, owner = server_journal()
-    now = time.time()
-    host, pid = journal_module.this_host(), os.getpid()
-    # its attach's answer due a second from now, with the margin for the journal's write before it was sent
-    attach_by = now + 1 - giveup.UPDATE_SECONDS
-    dead = Record("r1", owner, KB, "note.md", 5, "0" * 64, now, now + 3600, host, pid, "x", FILE, attach_by=attach_by)
-    await journal._store.put(dead)
-    async with connect(upstream, timings=replace(FAST, recheck=(0.05,))):
-        with anyio.fail_after(30):  # a hang guard
-            while upstream.delete.call_count == 0:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-        assert time.time() >= now + 1  # not while the attach could still be running
-    assert upstream.delete.calls.last.request.url.path == f"/api/v1/files/{FILE}"
-    assert await journal._store.records(owner) == []
-
-
-async def test_the_recover_command_settles_and_says_what_it_did(upstream: Upstream) -> None:
-    journal, owner = server_journal()
-    now = time.time()
-    here = journal_module.this_host()
-    await journal._store.put(Record("r1", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
-    await journal._store.put(Record("r2", "b" * 64, KB, "other.md", 5, "0" * 64, now, 0.0, here, 1, "x", "f-2"))
-    lines: list[str] = []
-    code = await recover_command(make_settings(), lines.append, transport=mock_transport(upstream.router))
-    assert code == 0, lines
-    assert upstream.delete.call_count == 1
-    assert any(line.startswith("removed 'note.md'") for line in lines), lines
-    assert any("1 other key(s)" in line for line in lines), lines
-    assert lines[-1] == "done: 1 settled, 0 left"
-    assert [r.id for r in await journal._store.records("b" * 64)] == ["r2"]  # another key's: not touched
-    upstream.files.side_effect = answer(500, text="down")
-    await journal._store.put(Record("r3", owner, KB, "note.md", 5, "0" * 64, now, 0.0, here, 1, "x", FILE))
-    lines.clear()
-    code = await recover_command(make_settings(), lines.append, transport=mock_transport(upstream.router))
-    assert code == 1, lines
-    assert lines[-1] == "done: 0 settled, 1 left"
-
-
 @pytest.mark.parametrize("auths", ["allowed", "refused"])
 async def test_only_the_credentials_own_files_are_offered(auths: str) -> None:
     """An admin's key lists every user's files: only its own count. Open WebUI 0.12+ refuses to tell an API key its
@@ -792,11 +439,6 @@ async def test_a_file_deleted_meanwhile_settles_the_record(tmp_path: Path) -> No
     assert resolution.gone
     assert "deleted meanwhile" in str(resolution)
     assert await records(inflight) == []
-
-
-def unknown_record(clock: list[float], *, marked: bool) -> Record:
-    now = clock[0]
-    return Record("r9", OWNER, "kb", "a.md", 5, "0" * 64, now, 0.0, "gone", 1, "x", None, marked, now + 60)
 
 
 async def test_a_marked_upload_is_told_from_the_same_bytes_elsewhere(tmp_path: Path) -> None:
@@ -859,68 +501,6 @@ async def test_an_unmarked_file_made_long_after_the_upload_was_due_is_not_its(tm
     (resolution,) = await recover(inflight, upstream, OWNER)
     assert upstream.deleted == []
     assert "no file was made" in str(resolution)
-
-
-@pytest.mark.parametrize(("release", "marked"), [("0.12.4", True), ("0.6.5", False)])
-async def test_uploads_carry_the_records_mark_where_the_release_keeps_metadata(release: str, marked: bool) -> None:
-    upstream = Upstream(new_router(), release=release)
-    journal_, owner = server_journal()
-    seen: list[Record] = []
-
-    async def upload_seen(request: httpx.Request) -> httpx.Response:
-        seen.extend(await journal_._store.records(owner))
-        return upstream._upload(request)
-
-    upstream.upload.side_effect = upload_seen
-    ok_of(await call(upstream, "knowledge_add", add_args()))
-    sent = upload_metadata(upstream.upload.calls.last.request)
-    (record,) = seen
-    assert record.marked is marked
-    assert sent.get("openwebui_rag_mcp_upload") == (record.id if marked else None)
-    assert "openwebui_rag_mcp_upload" in writes.RESERVED_METADATA_KEYS
-
-
-async def test_a_deferred_record_outlives_its_write_renewed_until_confirmed(tmp_path: Path) -> None:
-    """An attach read back later (before 0.6.42): the record stays alive after the write, renewed while the process
-    lives (a kill leaves it to recovery once its time runs out), until the read-back drops it or hands it over."""
-    clock = [1_000_000.0]
-    inflight = Inflight(FileJournal(tmp_path / "inflight"), alive_seconds=0.06, clock=lambda: clock[0])
-    for file_id in ("file-1", "file-2"):
-        async with inflight.tracking(OWNER, "kb", f"{file_id}.md", b"x", marked=False, answer_within=60) as tracked:
-            await tracked.uploaded(file_id)
-            tracked.attach_answered()
-            tracked.defer()
-    assert inflight.deferred() == ["file-1", "file-2"]
-    clock[0] += 1.0  # far past the first alive_until: only a renewal keeps them alive
-    for _ in range(500):  # a renewal every 0.02 s; up to 10 s on a busy machine
-        if not any(r.writer_gone(clock[0]) for r in await records(inflight)):
-            break
-        await asyncio.sleep(0.02)
-    assert [r.writer_gone(clock[0]) for r in await records(inflight)] == [False, False]
-    assert await inflight.gone(OWNER) == []
-
-    await inflight.confirmed("file-1", settled=True)  # listed: nothing left to find
-    await inflight.confirmed("file-2", settled=False)  # not known: recovery's, at once
-    assert inflight.deferred() == []
-    (left,) = await records(inflight)
-    assert left.file_id == "file-2"
-    assert [r.file_id for r in await inflight.gone(OWNER)] == ["file-2"]
-    await inflight.aclose()
-
-
-async def test_an_upload_that_links_itself_records_when_its_writer_gives_up_on_its_processing(tmp_path: Path) -> None:
-    """`process_by`: its start plus OPENWEBUI_TIMEOUT and OPENWEBUI_PROCESS_TIMEOUT as its writer had them, so a later
-    run with other settings still knows them."""
-    clock = [1_000_000.0]
-    inflight = journal(tmp_path, clock)
-    async with inflight.tracking(
-        OWNER, "kb", "a.md", b"x", marked=True, answer_within=60, links_itself=True, process_within=600
-    ) as tracked:
-        record = tracked.record
-    assert record.process_by == 1_000_000.0 + 60 + 600
-    assert record.waits(1) == Waits(60, 600)  # its writer's own, not the fallback
-    assert replace(record, process_by=0.0).waits(10) == Waits(0, 10)  # a record of an earlier version keeps none
-    await inflight.aclose()
 
 
 async def test_an_unlinked_upload_is_attached_and_taken_out_so_its_vectors_go_too() -> None:
