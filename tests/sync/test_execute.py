@@ -15,7 +15,9 @@ import pytest
 from openwebui_rag_mcp import journal as journal_module
 from openwebui_rag_mcp import locks, runtime
 from openwebui_rag_mcp import upload as upload_module
+from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
+from openwebui_rag_mcp.settle import Resolution
 from openwebui_rag_mcp.sync import writer as writer_module
 from openwebui_rag_mcp.sync.execute import QUEUED_PER_UPLOAD
 from openwebui_rag_mcp.sync.names import SYNCED_BY, synced_name
@@ -287,3 +289,34 @@ async def test_uploads_open_webui_is_slow_to_index_are_not_taken_for_lost(base: 
     assert code == OK, lines  # those it gave up waiting for, settled at its end: Open WebUI linked them
     assert any(line.endswith(": ok (Open WebUI finished it after OPENWEBUI_PROCESS_TIMEOUT)") for line in lines), lines
     assert "done: 40 added, 0 replaced, 0 renamed, 0 removed, 0 unchanged, 0 failed" in lines, lines
+
+
+@pytest.mark.parametrize("base", ["0.12.4"], indirect=True)
+async def test_a_run_that_saw_open_webui_refuse_a_connection_settles_its_records_at_its_end(
+    base: Base, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41, item 4: a refused connection means Open WebUI restarted, dropping the tasks it was processing. The run
+    that saw it settles its own left uploads at its end with that evidence (the live test that kills Open WebUI
+    mid-sync found the next run meeting their text as duplicates when they were left to it)."""
+    seen: list[float | None] = []
+
+    async def recover_uploads(self: App) -> list[Resolution]:
+        seen.append(self.client.unreachable_at)
+        return []
+
+    monkeypatch.setattr(App, "recover_uploads", recover_uploads)
+    refused: list[str] = []
+
+    def on_write(path: str) -> None:
+        if path == "/api/v1/files/" and not refused:
+            refused.append(path)
+            raise httpx.ConnectError("Open WebUI restarting")
+
+    base.on_write = on_write
+    (tmp_path / "a.md").write_text("# A")
+    code, lines = await run(tmp_path)
+    assert refused, lines
+    assert seen, lines
+    assert seen[-1] is not None, (seen, lines)  # settled after the refusal, at the run's end
+    assert base_names(base) == ["a.md"], lines
+    assert code == OK, lines

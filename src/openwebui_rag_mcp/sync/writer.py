@@ -191,14 +191,16 @@ class Writer:
         """The run's own uploads it gave up waiting for, settled at its end rather than before each upload: waited
         for while Open WebUI finishes any of them (each that ends gives the rest OPENWEBUI_PROCESS_TIMEOUT more), then
         their journal records settled (`giveup`: a slow one is never taken for lost). The paths of those the base now
-        holds."""
-        if not self.late:
+        holds. A run that saw Open WebUI refuse a connection (a restart, which drops the tasks it was processing)
+        settles its records then too: those uploads are lost, not slow, and a later run would meet their text."""
+        if not self.late and self.app.client.unreachable_at is None:
             return []
         loop = asyncio.get_running_loop()
         waits = Waits.of(self.app.settings)
         until = given_up_at("processing", loop.time(), waits)
         left = set(self.late)
-        self.say(f"waiting for Open WebUI to finish {len(left)} upload(s) of this run it is still processing")
+        if left:
+            self.say(f"waiting for Open WebUI to finish {len(left)} upload(s) of this run it is still processing")
         while left and loop.time() <= until:
             still = {file_id for file_id in left if await self._processing(file_id)}
             if len(still) < len(left):
