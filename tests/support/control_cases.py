@@ -115,6 +115,25 @@ CONTROL_CASES: list[ControlCase] = [
         "OPENWEBUI_DISABLED_TOOLS=knowledge_delete,rag_search",
         {"OPENWEBUI_DISABLED_TOOLS": "knowledge_delete,rag_search"}, "rag_search", {"query": "pears"},
     ),
+    *[
+        ControlCase(
+            f"a page on {what}", "OPENWEBUI_URL_ALLOW_PRIVATE not true", {}, "knowledge_add_file",
+            {"knowledge_id": KB, "url": url}, "forbidden", "only public addresses",
+        )
+        for what, url in [
+            ("a loopback address", "http://127.0.0.1:8080/api/v1/auths"),
+            ("a private address", "http://10.0.0.7/"),
+            ("a link-local address (cloud metadata)", "http://169.254.169.254/latest/meta-data/"),
+            ("a CGNAT address", "http://100.64.0.1/"),
+            ("an IPv4-mapped IPv6 address", "http://[::ffff:127.0.0.1]/"),
+            ("a unique-local IPv6 address", "http://[fd00::1]/"),
+            ("a short numeric form of loopback", "http://127.1/"),
+        ]
+    ],
+    ControlCase(
+        "a page by url", "OPENWEBUI_ALLOW_URL_ADDS=false", {"OPENWEBUI_ALLOW_URL_ADDS": "false"}, "knowledge_add_file",
+        {"knowledge_id": KB, "url": "https://example.com/"}, "forbidden", "switched off on this server",
+    ),
 ]  # fmt: skip
 
 
