@@ -176,6 +176,34 @@ async def test_an_upload_open_webui_was_down_since_is_lost(tmp_path: Path) -> No
     assert await records(inflight) == []
 
 
+class DownUpstream(FakeUpstream):
+    """Open WebUI not answering: every look at a file is refused."""
+
+    async def file_record(self, file_id: str) -> normalize.FileRecord:
+        raise ToolFailure("upstream_unavailable", "could not connect to Open WebUI")
+
+
+async def test_a_refusal_one_settler_saw_is_evidence_for_the_next(tmp_path: Path) -> None:
+    """The run that saw Open WebUI down settles its own uploads at its end, but Open WebUI may still be restarting then:
+    it notes the refusal in their records, and the next run, which finds Open WebUI up and cannot tell it restarted,
+    removes them at once on that evidence (the live test that kills Open WebUI mid-sync left them as strays)."""
+    clock = [1_000_000.0]
+    inflight = journal(tmp_path, clock)
+    with pytest.raises(RuntimeError):
+        await abandon(inflight, "stuck", links_itself=True, process_within=600)
+    clock[0] += 5
+    down = DownUpstream(statuses={"stuck": "processing"}, refused_at=clock[0] - 1)
+    (resolution,) = await recover(inflight, down, OWNER)
+    assert resolution.deleted == ()
+    assert [record.unreachable_at for record in await records(inflight)] == [clock[0] - 1]
+    clock[0] += 5
+    up = FakeUpstream(statuses={"stuck": "processing"}, pending_ids={"stuck:processing"})
+    (resolution,) = await recover(inflight, up, OWNER)
+    assert (resolution.processing, resolution.deleted) == (False, ("stuck",))
+    assert up.unlinked == [("kb", "stuck")]
+    assert await records(inflight) == []
+
+
 async def test_an_upload_off_the_pending_list_and_unchanged_is_lost(tmp_path: Path) -> None:
     """Still "processing" but off the base's pending list (linked without being indexed, 0.10), and the same with the
     list at looks its writer's OPENWEBUI_PROCESS_TIMEOUT apart: taken for lost."""

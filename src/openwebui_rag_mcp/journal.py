@@ -97,6 +97,9 @@ class Record:
     # first found it so; the same at looks far enough apart is evidence Open WebUI lost it (`giveup`).
     looked: str = ""
     looked_at: float = 0.0
+    # When a settler last saw Open WebUI refuse a connection while this upload was unfinished: a restart, which drops
+    # its task; kept so that the next settler, which may not see it down, has that evidence too (`giveup`).
+    unreachable_at: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)

@@ -172,6 +172,8 @@ async def _resolve(
             if not dry:
                 await inflight.drop(record)
             return Resolution(record, (), None, gone=True)
+        if failure.code == "upstream_unavailable" and not dry:
+            await _note_unreachable(inflight, upstream, record)
         return Resolution(record, (), None, f"{failure.code}: {failure.message}")
     if not dry:
         await inflight.drop(record)
@@ -192,14 +194,30 @@ async def _looked_at(
     now = inflight.now()
     pending = await upstream.pending(record.knowledge_id)
     if pending is None:  # the list could not be read: no look counts
-        return record, Evidence(upstream.unreachable_at(), None)
+        return record, Evidence(_unreachable(upstream, record), None)
     listing = hashlib.sha256("\n".join(sorted(pending)).encode()).hexdigest()[:16]
     looked = f"{state.status}|{state.collection}|{state.hash}|{listed}|{listing}"
     if record.looked != looked:
         record = replace(record, looked=looked, looked_at=now)
         if not dry:
             await inflight.note(record)
-    return record, Evidence(upstream.unreachable_at(), record.looked_at)
+    return record, Evidence(_unreachable(upstream, record), record.looked_at)
+
+
+def _unreachable(upstream: Upstream, record: Record) -> float | None:
+    """The latest refused connection seen of Open WebUI: by this settler, or noted in the record by an earlier one."""
+    seen = max(upstream.unreachable_at() or 0.0, record.unreachable_at)
+    return seen or None
+
+
+async def _note_unreachable(inflight: Inflight, upstream: Upstream, record: Record) -> None:
+    """A settler that could not reach Open WebUI notes when, so the next one (another run, which may find it up again
+    and cannot tell it restarted) has that evidence of a restart too."""
+    seen = upstream.unreachable_at()
+    if seen is None or seen <= record.unreachable_at:
+        return
+    with contextlib.suppress(Exception):  # a journal that does not answer keeps the record as it was
+        await inflight.note(replace(record, unreachable_at=seen))
 
 
 async def _same_bytes_in_flight(inflight: Inflight, record: Record) -> bool:
