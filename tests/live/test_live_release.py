@@ -33,13 +33,20 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
     return build(tmp_path_factory.mktemp("dist"))
 
 
-def uv_env(home: Path) -> dict[str, str]:
-    """uv with every folder it writes under ``home``, the interpreter given on its command line (no download)."""
+def home_env(home: Path) -> dict[str, str]:
+    """A home of its own: nothing the installer writes lands in the user's."""
     return {
         "HOME": str(home),
         "XDG_CACHE_HOME": str(home / "cache"),
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_CONFIG_HOME": str(home / "config"),
+    }
+
+
+def uv_env(home: Path) -> dict[str, str]:
+    """uv with every folder it writes under ``home``, the interpreter given on its command line (no download)."""
+    return {
+        **home_env(home),
         "UV_CACHE_DIR": str(home / "uv-cache"),
         "UV_TOOL_DIR": str(home / "uv-tools"),
         "UV_TOOL_BIN_DIR": str(home / "bin"),
@@ -51,10 +58,7 @@ def uv_env(home: Path) -> dict[str, str]:
 
 def pipx_env(home: Path) -> dict[str, str]:
     return {
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
+        **home_env(home),
         "PIPX_HOME": str(home / "pipx"),
         "PIPX_BIN_DIR": str(home / "bin"),
         "PIPX_MAN_DIR": str(home / "man"),
