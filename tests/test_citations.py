@@ -336,6 +336,50 @@ async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_with
     assert scans == []  # every fragment looked up in it, none found by reading the text through
 
 
+async def test_a_first_search_places_fragments_found_as_they_are_without_splitting_the_document(
+    router: respx.Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: a session's first search finds each fragment as it stands in the text (two scans at C speed); the
+    document is split and indexed only at the search that meets it again, once, and looked up from then on."""
+    builds: list[int] = []
+    build = Words.of
+
+    def counted(text: str) -> Words:
+        builds.append(len(text))
+        return build(text)
+
+    monkeypatch.setattr(Words, "of", counted)
+    text = "".join(f"Line {n}: the pump of station {n} is primed before use.\n" for n in range(20_000))
+    routed(router)
+    upstream(
+        router,
+        [
+            hit("Line 7000: the pump of station 7000 is primed before use.\nLine 7001:", GUIDE, "g.md", text),
+            hit("Line 19999: the pump of station 19999 is primed before use.", GUIDE, "g.md", text),
+        ],
+    )
+    router.get(f"/api/v1/files/{GUIDE}").respond(json=file_body(GUIDE, text, {}, "g.md"))
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        for n in range(3):
+            result = await client.call_tool("knowledge_search", {"query": "pump", "knowledge_ids": [KB]})
+            assert isinstance(result.structured_content, dict)
+            found = [(c["start_line"], c["end_line"]) for c in result.structured_content["results"]]
+            assert found == [(7_001, 7_002), (20_000, 20_000)]
+            assert builds == ([] if n == 0 else [len(text)])  # none at the first search, one at the second
+    reads = [call for call in router.calls if call.request.url.path == f"/api/v1/files/{GUIDE}"]
+    assert len(reads) == 1  # the text kept after the first search is what the second one indexes
+
+
+async def test_a_fragment_not_found_as_it_stands_is_found_by_its_words_at_the_first_search(
+    router: respx.Router,
+) -> None:
+    routed(router)
+    upstream(router, [hit("Apples are red or green. They grow on trees.", GUIDE, "g.md", GUIDE_TEXT)])
+    (found,) = await search(router)
+    assert (found["start_line"], found["end_line"]) == (3, 4)
+
+
 async def test_a_document_that_cannot_be_read_leaves_its_hits_without_lines(router: respx.Router) -> None:
     routed(router)
     upstream(router, [hit("Bananas are yellow.", GUIDE, "g.md", GUIDE_TEXT, title="Fruit guide")])

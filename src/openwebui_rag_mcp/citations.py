@@ -4,12 +4,12 @@ link that opens the document in Open WebUI, and the title and source given at up
 
 Open WebUI's chunk metadata holds no usable position (`start_index` counts from the start of a section, and in a
 base's collection it is usually 0) and, from 0.11, its own `source` (the filename) replaces the one given at upload.
-So the documents of the hits are read with the caller's credential, one request each, a few at a time, and each
-fragment is found in its text, each document placed as it arrives and its text dropped (a search holds a few at
-once); a document is read again only when its text changed, and split and indexed again only then (`Documents` keeps
-it so, and a later fragment is looked up in its index). A document that cannot be read leaves its hits as they
-were, with no lines: a citation never fails a search. (The page is read from the chunk's own metadata, in
-`normalize.page_of`.)
+So the documents of the hits are read with the caller's credential, one request each, a few at a time, each placed as
+it arrives and its text dropped (a search holds a few at once). A fragment is looked for as it stands in the text
+first (two scans at C speed), then by its words; a document is split into words and indexed only when a search meets
+it again (`Documents` keeps its text, then its index), and read again only when its text changed. A document that
+cannot be read leaves its hits as they were, with no lines: a citation never fails a search. (The page is read from
+the chunk's own metadata, in `normalize.page_of`.)
 """
 
 from __future__ import annotations
@@ -170,6 +170,18 @@ def place(document: Words, fragment: str) -> tuple[int, int] | None:
     return document.line_at(found[0]), document.line_at(found[1])
 
 
+def place_as_is(text: str, fragment: str) -> tuple[int, int] | None:
+    """`place` for a fragment that stands in `text` as it is (whitespace around it aside), found without splitting the
+    text: its first such occurrence, which is where its words first occur unless an earlier copy differs in
+    whitespace only. None when it does not stand there so."""
+    needle = fragment.strip()
+    start = text.find(needle) if needle else -1
+    if start < 0:
+        return None
+    first = text.count("\n", 0, start) + 1
+    return first, first + needle.count("\n")
+
+
 def line_span(document: str, fragment: str) -> tuple[int, int] | None:
     """`place` in a document given as its text."""
     return place(Words.of(document), fragment)
@@ -197,6 +209,17 @@ class Document:
         text, uploaded = normalize.document(body)
         title, source = normalize.text_or_none(uploaded.get("title")), normalize.text_or_none(uploaded.get("source"))
         return cls(text, title[:LABEL_MAX_CHARS] if title else None, source[:LABEL_MAX_CHARS] if source else None)
+
+    @property
+    def cost(self) -> int:
+        """What it takes in memory, kept as read (until a search meets it again), in characters."""
+        return len(self.text) + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
+
+    def place(self, fragments: Sequence[str]) -> list[tuple[int, int] | None] | None:
+        """Where each of `fragments` is, when every one stands in the text as it is; else None (they are found by
+        their words, in the document split)."""
+        found = [place_as_is(self.text, fragment) for fragment in fragments]
+        return None if None in found else found
 
     def split(self) -> Split:
         """The document as citations use it and `Documents` keeps it: its words and their index (linear in the text,
@@ -228,24 +251,26 @@ class Split:
         )
 
 
-# A read under way: what its waiters get (the document split, or None in it when it could not be read), or None when
-# the read was cancelled and each waiter must read for itself.
-_Reading = asyncio.Future[tuple[Split | None] | None]
+# A document as `Documents` keeps it: as read after the search that read it, split and indexed from the next one on.
+Kept = Document | Split
+# A read under way: what its waiters get (the document, or None in it when it could not be read), or None when the
+# read was cancelled and each waiter must read for itself.
+_Reading = asyncio.Future[tuple[Kept | None] | None]
 
 
 class Documents:
-    """The documents read for citations, split into words, by (caller, file, SHA-256 of the text): a hit whose chunk
-    carries its document's hash (Open WebUI keeps the SHA-256 of the extracted text in every chunk) is cited without
-    reading the document again or splitting it again, and a changed document has another hash. Only texts whose own
-    hash is that one are kept, and only for the caller that read them; the least recently used go first past
-    `max_chars` in all."""
+    """The documents read for citations, by (caller, file, SHA-256 of the text): a hit whose chunk carries its
+    document's hash (Open WebUI keeps the SHA-256 of the extracted text in every chunk) is cited without reading the
+    document again, and a changed document has another hash. A document is kept as read, and split and indexed (in
+    its place) when a search meets it again; never again after. Only texts whose own hash is that one are kept, and
+    only for the caller that read them; the least recently used go first past `max_chars` in all."""
 
     def __init__(self, max_chars: int = CACHE_MAX_CHARS, held_max: int = HELD_MAX) -> None:
         self.max_chars = max_chars
         # Documents in hand (read, not yet placed) over every search: many callers searching large documents at once
         # wait for each other rather than hold them all.
         self.held = asyncio.Semaphore(held_max)
-        self._texts: OrderedDict[tuple[str, str, str], Split] = OrderedDict()
+        self._texts: OrderedDict[tuple[str, str, str], Kept] = OrderedDict()
         self._chars = 0
         # Reads under way, so that searches of one caller at the same moment (agents asking alike) read a document
         # once.
@@ -270,15 +295,19 @@ class Documents:
         if self._reading.get(key) is future:
             del self._reading[key]
 
-    def get(self, key: tuple[str, str, str]) -> Split | None:
+    def get(self, key: tuple[str, str, str]) -> Kept | None:
         text = self._texts.get(key)
         if text is not None:
             self._texts.move_to_end(key)
         return text
 
-    def put(self, key: tuple[str, str, str], document: Split) -> None:
-        if document.cost > self.max_chars or key in self._texts:
+    def put(self, key: tuple[str, str, str], document: Kept) -> None:
+        """Keep `document`, in place of what was kept under `key` (its text, now that it is split)."""
+        if document.cost > self.max_chars:
             return
+        before = self._texts.pop(key, None)
+        if before is not None:
+            self._chars -= before.cost
         self._texts[key] = document
         self._chars += document.cost
         while self._chars > self.max_chars:
@@ -296,11 +325,15 @@ def _sha256(text: str) -> str:
 
 def _in_hand(
     body: object, expected_hash: str | None, fragments: Sequence[str]
-) -> tuple[Split, bool, list[tuple[int, int] | None]]:
-    """A document just read: split and indexed, whether its text has the hash its chunks carry, and where each of
-    `fragments` is in it. Linear in the text."""
+) -> tuple[Kept, bool, list[tuple[int, int] | None]]:
+    """A document just read, whether its text has the hash its chunks carry, and where each of `fragments` is in it:
+    found as they stand in the text, else by their words in the document split (and then kept split). Linear in the
+    text."""
     document = Document.of(body)
     matches = expected_hash is not None and _sha256(document.text) == expected_hash
+    found = document.place(fragments)
+    if found is not None:
+        return document, matches, found
     split = document.split()
     return split, matches, split.place(fragments)
 
@@ -327,12 +360,24 @@ async def cite(
     labels: dict[str, tuple[str | None, str | None]] = {}
     gate = asyncio.Semaphore(READERS)
 
-    def placed(file_id: str, split: Split, found: Sequence[tuple[int, int] | None]) -> None:
+    def placed(file_id: str, document: Kept, found: Sequence[tuple[int, int] | None]) -> None:
         for n, span in zip(hits[file_id], found, strict=True):
             spans[n] = span
-        labels[file_id] = (split.title, split.source)
+        labels[file_id] = (document.title, document.source)
 
-    async def place_split(file_id: str, split: Split) -> None:
+    async def place_kept(file_id: str, kept: Kept, key: tuple[str, str, str] | None) -> None:
+        """Place the hits of a document kept, or read by a search at the same moment; one kept as read is split and
+        indexed now (and kept so in its place under `key`)."""
+        if isinstance(kept, Document):
+            async with gate, documents.held:
+                if len(kept.text) <= SPLIT_INLINE_CHARS:
+                    split = kept.split()
+                else:
+                    split = await anyio.to_thread.run_sync(kept.split)
+            if key is not None:
+                documents.put(key, split)
+        else:
+            split = kept
         fragments = [sources[n][0] for n in hits[file_id]]
         if split.cheap(fragments):
             placed(file_id, split, split.place(fragments))
@@ -344,14 +389,14 @@ async def cite(
         key = (caller, file_id, expected_hash) if expected_hash else None
         kept = documents.get(key) if key else None
         if kept is not None:
-            await place_split(file_id, kept)
+            await place_kept(file_id, kept, key)
             return
         under_way = documents.reading(key) if key else None
         if under_way is not None:
             shared = await asyncio.shield(under_way)
             if shared is not None:
                 if shared[0] is not None:
-                    await place_split(file_id, shared[0])
+                    await place_kept(file_id, shared[0], None)
                 return
         mine = documents.begin(key) if key else None
         try:
@@ -366,15 +411,15 @@ async def cite(
                     return
                 fragments = [sources[n][0] for n in hits[file_id]]
                 if normalize.text_chars(body) <= SPLIT_INLINE_CHARS:
-                    split, matches, found = _in_hand(body, expected_hash, fragments)
+                    document, matches, found = _in_hand(body, expected_hash, fragments)
                 else:
-                    split, matches, found = await anyio.to_thread.run_sync(_in_hand, body, expected_hash, fragments)
+                    document, matches, found = await anyio.to_thread.run_sync(_in_hand, body, expected_hash, fragments)
                 del body
-            placed(file_id, split, found)
+            placed(file_id, document, found)
             if matches and key is not None:
-                documents.put(key, split)
+                documents.put(key, document)
             if mine is not None:
-                mine.set_result((split,))
+                mine.set_result((document,))
         finally:
             if key is not None and mine is not None:
                 documents.end(key, mine)
