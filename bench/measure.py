@@ -10,7 +10,7 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,14 +134,17 @@ class Server:
 
 @asynccontextmanager
 async def mcp_server(
-    url: str, api_key: str, errlog: TextIO, command: Sequence[str] = (str(SCRIPT),)
+    url: str,
+    api_key: str,
+    errlog: TextIO,
+    command: Sequence[str] = (str(SCRIPT),),
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Server]:
-    """Spawn the console script (or `command`), initialize (legacy handshake) and list the tools, as an MCP host
-    would."""
+    """Spawn the console script (or `command`, with `env` instead of this server's variables), initialize (legacy
+    handshake) and list the tools, as an MCP host would."""
     marker = secrets.token_hex(8)
-    params = StdioServerParameters(
-        command=command[0], args=list(command[1:]), env=server_env(url, api_key, **{MARKER: marker})
-    )
+    variables = server_env(url, api_key) if env is None else dict(env)
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), env={**variables, MARKER: marker})
     started = time.perf_counter()
     async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -117,6 +117,13 @@ ROWS = [
         "knowledge_search over the long documents, first call of a session",
         "≤ 2× direct + reads",
     ),
+    Spec(
+        "live.peer_ours",
+        "live",
+        "knowledge_search over one base, beside the peer server (bench/peers.py), steady state",
+        "≤ 1.15× direct, ≤ the peer",
+    ),
+    Spec("live.peer", "live", "the peer server's search over the same base (no citations)", ""),
     Spec("live.list", "live", "knowledge_list, one call", "≤ 1.10× direct"),
     Spec("live.get_file", "live", "knowledge_get_file, one call", "≤ 1.10× direct"),
     Spec(

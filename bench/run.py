@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mcp.types import CallToolResult, TextContent
 
-from bench import corpus, longdocs
+from bench import corpus, longdocs, peers
 from bench.common import (
     STUB_KEY,
     TOP_K,
@@ -86,6 +86,7 @@ class Config:
     # The HTTP section (bench/http_transport.py): against the live Open WebUI, or against the stub with --no-live.
     http: bool = False
     long_chars: int = longdocs.LONG_CHARS  # of each of the LONG_DOCS long documents searched
+    peer: tuple[str, ...] | None = None  # the command that starts another Open WebUI MCP server (bench/peers.py)
 
 
 def http_config(cfg: Config) -> HttpConfig:
@@ -645,6 +646,8 @@ async def live_section(
         log("live: the first search of a session")
         await first_search_row(cfg, results, errlog, "live.search_first", inst, seeded.base_ids, corpus.QUERIES)
         await long_section(cfg, results, errlog, inst)
+        if cfg.peer is not None:
+            await peer_rows(cfg, results, errlog, inst, seeded.base_ids[0])
         if cfg.http:
             from bench import http_transport as http
 
@@ -843,6 +846,16 @@ async def long_section(cfg: Config, results: Results, errlog: TextIO, inst: Inst
     await first_search_row(cfg, results, errlog, "live.long_search_first", inst, ids, queries)
 
 
+async def peer_rows(cfg: Config, results: Results, errlog: TextIO, inst: Instance, base: str) -> None:
+    """This server's search and the peer's over one base, each next to direct HTTP in the same rounds."""
+    assert cfg.peer is not None
+    log(f"live: side by side with {shlex.join(cfg.peer)}, {cfg.rounds} rounds")
+    samples = await peers.side_by_side(inst.url, inst.api_key, errlog, cfg.peer, base, corpus.QUERIES, cfg.rounds)
+    where = f"one base, top_k={TOP_K}, {len(corpus.QUERIES)} queries in turn, both servers in the same rounds"
+    latency_row(results, "live.peer_ours", samples["ours"], 1.15, f"{where}; with citations")
+    latency_row(results, "live.peer", samples["peer"], None, f"{where}; {shlex.join(cfg.peer)}, no citations")
+
+
 # -- profile notes ------------------------------------------------------------------------------------------------
 
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
@@ -966,6 +979,12 @@ def main(argv: list[str] | None = None) -> int:
         help="add the HTTP section (bench/http_transport.py: 1, 16, 64 callers, one replica and two; against the "
         "stub with --no-live)",
     )
+    parser.add_argument(
+        "--peer",
+        type=peers.command_of,
+        default=None,
+        help="the command that starts another Open WebUI MCP server over stdio, searched side by side (bench/peers.py)",
+    )
     args = parser.parse_args(argv)
     rounds = args.repeats or (3 if args.quick else 30)
     if rounds < 1:
@@ -981,6 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
         write_hold=0.5 if args.quick else 1.0,
         http=args.http,
         long_chars=100_000 if args.quick else longdocs.LONG_CHARS,
+        peer=args.peer,
     )
     if not SCRIPT.exists():
         print(f"error: {SCRIPT} is missing; install the package into this environment first", file=sys.stderr)
