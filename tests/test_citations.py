@@ -86,6 +86,17 @@ def test_the_document_memory_keeps_what_fits_and_drops_the_oldest() -> None:
     assert memory.get(("you", "a", "h")) is None  # what one caller read is not another's
 
 
+def test_a_document_kept_as_read_is_replaced_by_its_split_and_counted_once() -> None:
+    read = Document("Apples are red.\nPears are green.\n", None, None)
+    memory = Documents()
+    memory.put(("me", "a", "h"), read)
+    assert memory.chars == read.cost
+    split = read.split()
+    memory.put(("me", "a", "h"), split)
+    assert memory.get(("me", "a", "h")) is split
+    assert memory.chars == split.cost
+
+
 def test_a_document_keeps_only_what_a_citation_needs() -> None:
     body = {"data": {"content": "text"}, "meta": {"data": {"title": "T" * 5_000, "source": "s", "notes": "n" * 10**6}}}
     document = Document.of(body)
