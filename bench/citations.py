@@ -69,16 +69,9 @@ class Tally:
     covered: int = 0  # ... whose lines cover it
 
 
-class ReadThrough(Words):
-    """`Words` that never use their index: a fragment found by reading the text through, as before issue 42."""
-
-    def indexed(self, needle: str) -> bool:
-        return False
-
-
 def read_through(text: str, fragment: str) -> tuple[int, int] | None:
-    words = Words.of(text)
-    return place(ReadThrough(words.joined, words.starts, words.numbers, words.grams, words.at), fragment)
+    """`fragment` placed by reading the text through, with no index (as before issue 42)."""
+    return place(Words.of(text, index=False), fragment)
 
 
 def _size(value: Any) -> int:

@@ -16,7 +16,7 @@ import respx
 from mcp import Client
 
 from openwebui_rag_mcp import citations
-from openwebui_rag_mcp.citations import Document, Documents, Words, line_span, link
+from openwebui_rag_mcp.citations import Document, Documents, Words, line_span, link, place
 from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.models import Chunk
 from openwebui_rag_mcp.server import create_server
@@ -118,6 +118,16 @@ def test_a_long_repetitive_document_is_searched_in_linear_time() -> None:
     assert line_span(table, "| nan | total |") is None
 
 
+def test_a_text_short_enough_to_read_through_has_no_index() -> None:
+    """Issue 42: a find over a few thousand characters is cheaper than a lookup's 32 probes, so short texts (most
+    documents) keep no index, and cost only their words and lines."""
+    words = Words.of("Apples are red.\n" * 1_000)
+    assert not words.has_index
+    assert (len(words.grams), len(words.at)) == (0, 0)
+    assert not words.indexed("Apples are red. Apples are red. Apples are red. Apples are red.")
+    assert place(words, "Apples are red.\nApples are red.") == (1, 2)
+
+
 def random_text(rng: random.Random, vocabulary: list[str], lines: int) -> str:
     return "\n".join(
         (" " * rng.randint(0, 2)).join(rng.choice(vocabulary) for _ in range(rng.randint(0, 14))) or " \t"
@@ -145,7 +155,7 @@ def test_the_index_finds_exactly_what_reading_the_text_finds(
     monkeypatch.setattr(Words, "scan", counted)
     looked_up = 0
     for _ in range(12):
-        words = Words.of(random_text(rng, vocabulary, rng.randint(1, 600)))
+        words = Words.of(random_text(rng, vocabulary, rng.randint(1, 600)), index=True)
         joined = words.joined
         for _ in range(80):
             start = rng.randrange(len(joined) + 1)
@@ -165,6 +175,7 @@ def test_the_index_finds_exactly_what_reading_the_text_finds(
 
 def test_the_index_of_a_text_has_an_entry_per_stride_and_is_counted_in_its_cost() -> None:
     words = Words.of("word " * 100_000)
+    assert words.has_index
     assert len(words.grams) == len(words.at) <= len(words.joined) // citations.STRIDE + 1
     assert words.cost <= len(words.joined) + citations.LINE_CHARS * (1 + len(words.joined) // citations.STRIDE + 1)
 
@@ -276,11 +287,11 @@ async def test_each_document_is_read_once_and_not_again_while_its_hash_is_the_sa
     assert sorted(reads) == sorted([f"/api/v1/files/{GUIDE}"] + [f"/api/v1/files/{MANUAL}"] * 3)
 
 
-@pytest.mark.parametrize("inline_chars", [citations.INLINE_CHARS, 0])  # searched on the event loop, or in a thread
+@pytest.mark.parametrize("scan_chars", [citations.SCAN_CHARS, 0])  # read through on the event loop, or in a thread
 async def test_a_document_kept_in_memory_is_not_split_again(
-    router: respx.Router, monkeypatch: pytest.MonkeyPatch, inline_chars: int
+    router: respx.Router, monkeypatch: pytest.MonkeyPatch, scan_chars: int
 ) -> None:
-    monkeypatch.setattr(citations, "INLINE_CHARS", inline_chars)
+    monkeypatch.setattr(citations, "SCAN_CHARS", scan_chars)
     splits: list[str] = []
     split = citations.Words.of
 
@@ -322,7 +333,7 @@ async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_with
     rng = random.Random(42)
     vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(5_000)]
     prose = random_text(rng, vocabulary, 2_000) + "\n"
-    text = prose * 3  # about 300,000 characters: placed past INLINE_CHARS, where only the index is cheap
+    text = prose * 4  # about 400,000 characters (its words over SCAN_CHARS): indexed
     lines = text.split("\n")
     wordy = [n for n in range(2_000) if len(lines[n].split()) >= 10]  # long enough for the index
     one, two, three = wordy[5], wordy[-1], 4_000 + wordy[20]

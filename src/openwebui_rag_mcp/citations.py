@@ -50,9 +50,10 @@ REACH = STRIDE + GRAM - 1
 RARE = 4
 GRAMS_TRIED = 8
 CANDIDATES_MAX = 256
-# A document kept split, up to this many characters of words, is placed on the event loop even where a fragment is
-# too short for its index: a few `str.find` over it (well under a millisecond) cost less than a worker thread's hop.
-INLINE_CHARS = 256 * 1024
+# A text of up to this many characters of words is read through for each fragment, on the event loop, and not
+# indexed: a `str.find` over it (a few microseconds per 10,000 characters) costs less than a lookup in an index (32
+# probes, about 0.05 ms) or a worker thread's hop. Only longer texts are indexed.
+SCAN_CHARS = 256 * 1024
 # A document just read, up to this many characters, is split and placed on the event loop (a fraction of a millisecond);
 # a longer one in a worker thread, so that other calls go on.
 SPLIT_INLINE_CHARS = 16 * 1024
@@ -74,9 +75,11 @@ class Words:
     numbers: array[int]  # and its number in the text, from 1, lines ending at "\n" as knowledge_get_file counts them
     grams: array[int]  # the hashes of joined[p:p + GRAM] for p = 0, STRIDE, 2 * STRIDE, ..., sorted
     at: array[int]  # the p of each, in the same order (ascending among equal hashes)
+    has_index: bool  # False: `grams` and `at` are empty, and every fragment is found by reading the text through
 
     @classmethod
-    def of(cls, text: str) -> Words:
+    def of(cls, text: str, *, index: bool | None = None) -> Words:
+        """`text` split, and indexed if `index` (by default, when its words are longer than `SCAN_CHARS`)."""
         parts: list[str] = []
         starts = array("q")
         numbers = array("q")
@@ -91,10 +94,12 @@ class Words:
                 offset += len(squeezed) + 1
         joined = " ".join(parts)
         del parts
+        if not (len(joined) > SCAN_CHARS if index is None else index):
+            return cls(joined, starts, numbers, array("q"), array("q"), has_index=False)
         hashes = array("q", (hash(joined[p : p + GRAM]) for p in range(0, len(joined) - GRAM + 1, STRIDE)))
         order = sorted(range(len(hashes)), key=hashes.__getitem__)  # stable: positions ascend among equal hashes
         grams = array("q", map(hashes.__getitem__, order))
-        return cls(joined, starts, numbers, grams, array("q", (n * STRIDE for n in order)))
+        return cls(joined, starts, numbers, grams, array("q", (n * STRIDE for n in order)), has_index=True)
 
     @property
     def cost(self) -> int:
@@ -106,7 +111,7 @@ class Words:
 
     def indexed(self, needle: str) -> bool:
         """Whether `needle` is looked up in the index (else the text is read through)."""
-        return len(needle) >= REACH
+        return self.has_index and len(needle) >= REACH
 
     def find(self, words: Sequence[str], after: int = 0) -> tuple[int, int] | None:
         """Where `words` first occur in `joined`, from `after` on, as (first, last) character; the first and last of
@@ -246,7 +251,7 @@ class Split:
     def cheap(self, fragments: Sequence[str]) -> bool:
         """Whether placing `fragments` is cheap enough for the event loop: each is looked up in the index, or the
         text is short."""
-        return len(self.words.joined) <= INLINE_CHARS or all(
+        return len(self.words.joined) <= SCAN_CHARS or all(
             self.words.indexed(" ".join(fragment.split())) for fragment in fragments
         )
 
