@@ -8,6 +8,7 @@ import hashlib
 import random
 import tracemalloc
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -312,6 +313,16 @@ async def test_a_document_kept_in_memory_is_not_split_again(
     assert splits == [GUIDE_TEXT]  # once, for both hits and all three searches
 
 
+async def lines_found(router: respx.Router, searches: int) -> AsyncIterator[list[tuple[int, int]]]:
+    """The lines of each hit, search after search, over `searches` searches in one session."""
+    server = create_server(make_settings(), transport=mock_transport(router))
+    async with Client(server, raise_exceptions=True) as client:
+        for _ in range(searches):
+            result = await client.call_tool("knowledge_search", {"query": "pump", "knowledge_ids": [KB]})
+            assert isinstance(result.structured_content, dict)
+            yield [(c["start_line"], c["end_line"]) for c in result.structured_content["results"]]
+
+
 async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_without_reading_it_through(
     router: respx.Router, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -347,13 +358,8 @@ async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_with
         ],
     )
     router.get(f"/api/v1/files/{GUIDE}").respond(json=file_body(GUIDE, text, {}, "g.md"))
-    server = create_server(make_settings(), transport=mock_transport(router))
-    async with Client(server, raise_exceptions=True) as client:
-        for _ in range(3):
-            result = await client.call_tool("knowledge_search", {"query": "pump", "knowledge_ids": [KB]})
-            assert isinstance(result.structured_content, dict)
-            found = [(c["start_line"], c["end_line"]) for c in result.structured_content["results"]]
-            assert found == [(one + 1, one + 2), (two + 1, two + 1), (three - 3_999, three - 3_998)]
+    async for found in lines_found(router, 3):
+        assert found == [(one + 1, one + 2), (two + 1, two + 1), (three - 3_999, three - 3_998)]
     assert builds == [len(text)]  # one index, for every hit of every search
     assert scans == []  # every fragment looked up in it, none found by reading the text through
 
@@ -381,14 +387,11 @@ async def test_a_first_search_places_fragments_found_as_they_are_without_splitti
         ],
     )
     router.get(f"/api/v1/files/{GUIDE}").respond(json=file_body(GUIDE, text, {}, "g.md"))
-    server = create_server(make_settings(), transport=mock_transport(router))
-    async with Client(server, raise_exceptions=True) as client:
-        for n in range(3):
-            result = await client.call_tool("knowledge_search", {"query": "pump", "knowledge_ids": [KB]})
-            assert isinstance(result.structured_content, dict)
-            found = [(c["start_line"], c["end_line"]) for c in result.structured_content["results"]]
-            assert found == [(7_001, 7_002), (20_000, 20_000)]
-            assert builds == ([] if n == 0 else [len(text)])  # none at the first search, one at the second
+    searched = 0
+    async for found in lines_found(router, 3):
+        assert found == [(7_001, 7_002), (20_000, 20_000)]
+        assert builds == ([] if searched == 0 else [len(text)])  # none at the first search, one at the second
+        searched += 1
     reads = [call for call in router.calls if call.request.url.path == f"/api/v1/files/{GUIDE}"]
     assert len(reads) == 1  # the text kept after the first search is what the second one indexes
 
