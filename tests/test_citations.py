@@ -96,6 +96,11 @@ def test_a_document_kept_as_read_is_replaced_by_its_split_and_counted_once() -> 
     memory.put(("me", "a", "h"), split)
     assert memory.get(("me", "a", "h")) is split
     assert memory.chars == split.cost
+    small = Documents(max_chars=read.cost)  # the text fits, its split does not
+    small.put(("me", "a", "h"), read)
+    small.put(("me", "a", "h"), split)
+    assert small.get(("me", "a", "h")) is None
+    assert small.chars == 0
 
 
 def test_a_document_keeps_only_what_a_citation_needs() -> None:

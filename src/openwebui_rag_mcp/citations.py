@@ -307,12 +307,13 @@ class Documents:
         return text
 
     def put(self, key: tuple[str, str, str], document: Kept) -> None:
-        """Keep `document`, in place of what was kept under `key` (its text, now that it is split)."""
-        if document.cost > self.max_chars:
-            return
+        """Keep `document`, in place of what was kept under `key` (its text, now that it is split; a split too large
+        to keep takes its text out too, so that it is not split again at every search)."""
         before = self._texts.pop(key, None)
         if before is not None:
             self._chars -= before.cost
+        if document.cost > self.max_chars:
+            return
         self._texts[key] = document
         self._chars += document.cost
         while self._chars > self.max_chars:
