@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from openwebui_rag_mcp.server import create_server
 
-    create_server(settings, list_at_start=True).run("stdio")
+    create_server(settings).run("stdio")
 
 
 if __name__ == "__main__":

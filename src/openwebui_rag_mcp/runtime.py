@@ -13,7 +13,6 @@ import httpx
 from openwebui_rag_mcp.app import App
 from openwebui_rag_mcp.client import OpenWebUIClient
 from openwebui_rag_mcp.config import Settings
-from openwebui_rag_mcp.errors import ToolFailure
 from openwebui_rag_mcp.journal import make_journal
 from openwebui_rag_mcp.locks import LeaseLocks, LocalLocks, RedisLeaseStore, WriteLocks
 
@@ -39,17 +38,6 @@ def _warm_up_done(task: asyncio.Task[None]) -> None:
         log.warning("reading the Open WebUI release at start failed; will retry on the next call", exc_info=error)
 
 
-async def _list_readable(app: App) -> None:
-    """The bases the server's own key can read, listed once at start where a search uses a remembered answer (its
-    release's retrieval checks access itself): the session's first search then lists nothing. A failure here is the
-    first search's to meet again."""
-    try:
-        if (await app.client.release()).retrieval_checks_access:
-            await app.readable.get(app.client)
-    except ToolFailure as failure:
-        log.info("listing the readable bases at start failed (%s); the first search lists them", failure.code)
-
-
 @asynccontextmanager
 async def running_app(
     settings: Settings,
@@ -57,15 +45,13 @@ async def running_app(
     transport: httpx.AsyncBaseTransport | None = None,
     locks: WriteLocks | None = None,
     recover_at_start: bool = True,
-    list_at_start: bool = False,
 ) -> AsyncIterator[App]:
-    """The per-process `App`: one Open WebUI client, warmed up at once (with `list_at_start`, the bases its key can
-    read listed too; with `recover_at_start`, the uploads a dead process with this key left in flight settled),
-    closed at the end."""
+    """The per-process `App`: one Open WebUI client, warmed up at once (and, with `recover_at_start`, the uploads a
+    dead process with this key left in flight settled), closed at the end."""
     client = OpenWebUIClient(settings, transport=transport)
     inflight = make_journal(settings)
     app = App(settings=settings, client=client, locks=locks or LocalLocks(), inflight=inflight)
-    warm_up = asyncio.create_task(_start(app, recover_at_start, list_at_start))
+    warm_up = asyncio.create_task(_start(app, recover_at_start))
     warm_up.add_done_callback(_warm_up_done)
     try:
         yield app
@@ -77,14 +63,11 @@ async def running_app(
         await inflight.aclose()
 
 
-async def _start(app: App, recover: bool, list_bases: bool) -> None:
-    """Warm the client up; then, with a key of its own, list the bases it can read (`list_bases`) and settle what a
-    dead process with that key left in flight: what Open WebUI may still be working on (an attach the dead process
-    sent, an upload that links itself) is looked at again until it is settled, so its cleaning up waits for no later
-    write (this task ends with the process)."""
+async def _start(app: App, recover: bool) -> None:
+    """Warm the client up; then, with a key of its own, settle what a dead process with that key left in flight:
+    what Open WebUI may still be working on (an attach the dead process sent, an upload that links itself) is looked
+    at again until it is settled, so its cleaning up waits for no later write (this task ends with the process)."""
     await app.client.warm_up()
-    if list_bases and app.settings.api_key.get_secret_value():
-        await _list_readable(app)
     # Never in read-only mode: a server the operator made read-only deletes nothing, even what it once left.
     if not (recover and app.settings.api_key.get_secret_value() and not app.settings.read_only):
         return

@@ -44,18 +44,16 @@ def create_server(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     shared: Callable[[], App] | None = None,
-    list_at_start: bool = False,
 ) -> MCPServer[App]:
     """Build the server. `transport` replaces the network in tests; the HTTP client itself is made per lifespan,
-    unless a `shared` App is given (the HTTP transport owns it, to check credentials and readiness with it).
-    `list_at_start`: the stdio server lists the bases its key can read as it starts (`runtime.running_app`)."""
+    unless a `shared` App is given (the HTTP transport owns it, to check credentials and readiness with it)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncGenerator[App, None]:
         if shared is not None:
             yield shared()
             return
-        async with running_app(settings, transport=transport, list_at_start=list_at_start) as app:
+        async with running_app(settings, transport=transport) as app:
             yield app
 
     server: MCPServer[App] = _Server(
