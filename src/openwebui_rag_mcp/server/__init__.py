@@ -18,6 +18,7 @@ from openwebui_rag_mcp.runtime import running_app
 from openwebui_rag_mcp.server.logs import add_logging
 from openwebui_rag_mcp.server.prompts import add_prompt
 from openwebui_rag_mcp.server.resources import add_resources
+from openwebui_rag_mcp.server.stdio import stdio_streams
 from openwebui_rag_mcp.server.table import registered_tools
 
 INSTRUCTIONS = (
@@ -37,6 +38,12 @@ class _Server(MCPServer[App]):
         if not writes_refused():
             return tools
         return [tool for tool in tools if tool.annotations is not None and tool.annotations.read_only_hint]
+
+    async def run_stdio_async(self) -> None:
+        """`run("stdio")`, with stdin and stdout served on the event loop (`stdio`)."""
+        lowlevel = self._lowlevel_server
+        async with stdio_streams() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 def create_server(
