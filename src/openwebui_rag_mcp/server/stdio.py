@@ -2,9 +2,10 @@
 
 The SDK's `stdio_server` reads each request line and writes each answer through a worker thread (three thread hops a
 call, each a wake-up on a busy machine). Where stdin and stdout are pipes or sockets, as every MCP host starts a
-server, they are served by asyncio's pipe transports instead, through the SDK's own message handling; anything else
-(a file, a terminal) keeps the SDK's way. As the SDK does, fd 0 then reads the null device and fd 1 writes to stderr,
-so a stray print or a child process never reaches the protocol channel; both are put back at the end.
+server on Linux and macOS, they are served by asyncio's pipe transports instead, through the SDK's own message
+handling; anything else (a file, a terminal, Windows) keeps the SDK's way. As the SDK does, fd 0 then reads the null
+device and fd 1 writes to stderr, so a stray print or a child process never reaches the protocol channel; both are
+put back at the end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp.server.stdio import stdio_server
 
 # Lines may be longer (a base64 file): this is how much is held before reading pauses, not a limit on a message.
 READ_AHEAD = 1 << 20
+CLOSE_SECONDS = 5.0
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
@@ -96,7 +98,8 @@ def _wire() -> Iterator[tuple[int, int]]:
 @asynccontextmanager
 async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """The (read, write) message streams of `stdio_server`, over the event loop where stdin and stdout allow it."""
-    if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
+    # (Windows' event loop serves pipes differently: there the SDK's way is kept)
+    if os.name != "posix" or not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
         async with stdio_server() as streams:
             yield streams
         return
@@ -119,5 +122,6 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         finally:
             read_transport.close()
             writer.close()
-            with suppress(OSError):  # the host has gone: there is no one left to write to
-                await writer.wait_closed()
+            # What the host has not read a few seconds after the end is dropped: it has gone, or stopped reading.
+            with suppress(OSError, TimeoutError):
+                await asyncio.wait_for(writer.wait_closed(), CLOSE_SECONDS)
