@@ -101,7 +101,6 @@ def test_only_pipes_and_sockets_are_served_on_the_event_loop(tmp_path: Path) -> 
             os.close(write_end)
             left.close()
             right.close()
-    assert not _is_pipe_or_socket(read_end)  # closed
 
 
 def test_stdin_that_is_no_pipe_is_served_the_sdks_way() -> None:
