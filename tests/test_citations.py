@@ -186,6 +186,44 @@ def test_the_index_of_a_text_has_an_entry_per_stride_and_is_counted_in_its_cost(
     assert words.cost <= len(words.joined) + citations.LINE_CHARS * (1 + len(words.joined) // citations.STRIDE + 1)
 
 
+def test_a_fragment_placed_before_is_placed_again_from_memory_and_only_that_fragment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 42: a chunk that comes back (agents ask alike) is placed by one lookup of its digest, not in the index;
+    a fragment that differs by a character is placed afresh."""
+    split = Document("Apples are red.\nPears are green.\nPlums are blue.\n" * 3, None, None).split()
+    placed: list[str] = []
+    find = citations.place
+
+    def counted(document: Words, fragment: str) -> tuple[int, int] | None:
+        placed.append(fragment)
+        return find(document, fragment)
+
+    monkeypatch.setattr(citations, "place", counted)
+    fragments = ["Pears are green.\nPlums are blue.", "Cherries are small."]
+    assert split.remembered(fragments) is None
+    assert split.place(fragments) == [(2, 3), None]
+    assert split.remembered(fragments) == [(2, 3), None]  # a fragment found nowhere is remembered too
+    assert split.remembered(["Pears are green.\nPlums are blue!"]) is None
+    assert split.place(["Plums are blue.", *fragments]) == [(3, 3), (2, 3), None]
+    assert placed == [*fragments, "Plums are blue."]
+
+
+def test_a_split_remembers_a_bounded_number_of_places_counted_in_its_cost() -> None:
+    text = "".join(f"Line {n} of the manual.\n" for n in range(2_000))
+    split = Document(text, None, None).split()
+    bound = citations.PLACES_MIN + len(split.words.joined) // citations.PLACE_CHARS
+    assert split.places_max == bound
+    rest = 2 * citations.LABEL_MAX_CHARS + citations.ENTRY_CHARS
+    assert split.cost == split.words.cost + citations.PLACE_COST * bound + rest
+    lines = text.splitlines()
+    assert split.place(lines) == [(n + 1, n + 1) for n in range(2_000)]
+    assert len(split.places) == bound < 2_000
+    assert split.remembered(lines[:bound]) == [(n + 1, n + 1) for n in range(bound)]
+    assert split.remembered(lines[bound : bound + 1]) is None
+    assert split.place(lines[-1:]) == [(2_000, 2_000)]  # still placed, not remembered
+
+
 # -- through the MCP protocol ----------------------------------------------------------------------------------
 
 
@@ -331,10 +369,12 @@ async def lines_found(router: respx.Router, searches: int) -> AsyncIterator[list
 async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_without_reading_it_through(
     router: respx.Router, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 42: the steady-state cost of placing a fragment does not grow with the document (one index per text)."""
+    """Issue 42: the steady-state cost of placing a fragment does not grow with the document (one index per text,
+    one lookup per fragment: a fragment met again is remembered)."""
     builds: list[int] = []
     scans: list[str] = []
-    build, scan = Words.of, Words.scan
+    lookups: list[str] = []
+    build, scan, lookup = Words.of, Words.scan, Words._lookup
 
     def counted_build(text: str) -> Words:
         builds.append(len(text))
@@ -344,8 +384,13 @@ async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_with
         scans.append(needle)
         return scan(self, needle, after)
 
+    def counted_lookup(self: Words, needle: str, after: int) -> int | None:
+        lookups.append(needle)
+        return lookup(self, needle, after)
+
     monkeypatch.setattr(Words, "of", counted_build)
     monkeypatch.setattr(Words, "scan", counted_scan)
+    monkeypatch.setattr(Words, "_lookup", counted_lookup)
     rng = random.Random(42)
     vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(5_000)]
     prose = random_text(rng, vocabulary, 2_000) + "\n"
@@ -363,10 +408,11 @@ async def test_a_long_document_is_indexed_once_and_each_later_hit_looked_up_with
         ],
     )
     router.get(f"/api/v1/files/{GUIDE}").respond(json=file_body(GUIDE, text, {}, "g.md"))
-    async for found in lines_found(router, 3):
+    async for found in lines_found(router, 4):
         assert found == [(one + 1, one + 2), (two + 1, two + 1), (three - 3_999, three - 3_998)]
     assert builds == [len(text)]  # one index, for every hit of every search
     assert scans == []  # every fragment looked up in it, none found by reading the text through
+    assert len(lookups) == 3  # at the second search (the first found them as they stand); then remembered
 
 
 async def test_a_first_search_places_fragments_found_as_they_are_without_splitting_the_document(

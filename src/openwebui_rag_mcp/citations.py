@@ -7,9 +7,9 @@ base's collection it is usually 0) and, from 0.11, its own `source` (the filenam
 So the documents of the hits are read with the caller's credential, one request each, a few at a time, each placed as
 it arrives and its text dropped (a search holds a few at once). A fragment is looked for as it stands in the text
 first (two scans at C speed), then by its words; a document is split into words and indexed only when a search meets
-it again (`Documents` keeps its text, then its index), and read again only when its text changed. A document that
-cannot be read leaves its hits as they were, with no lines: a citation never fails a search. (The page is read from
-the chunk's own metadata, in `normalize.page_of`.)
+it again (`Documents` keeps its text, then its index and the places found in it), and read again only when its text
+changed. A document that cannot be read leaves its hits as they were, with no lines: a citation never fails a search.
+(The page is read from the chunk's own metadata, in `normalize.page_of`.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import anyio
@@ -61,6 +61,13 @@ HASH_SLICE_CHARS = 1024 * 1024  # of a text encoded at a time to hash it
 # Words a fragment is found by when it is not found whole (Open WebUI re-splits and re-joins some texts): the first
 # ones give the first line, the last ones the last.
 EDGE_WORDS = 12
+# A split document remembers where its fragments are, by a digest of each (agents ask alike, so the same chunks come
+# back): a fragment met again costs one lookup, not one in the index (about 0.05 ms over a million characters). At
+# most one place per PLACE_CHARS characters of text (a chunk is usually 1,000 or more), each counted as PLACE_COST
+# characters in the document's cost (a 16-byte digest, a pair and a table slot: under 200 bytes).
+PLACE_CHARS = 256
+PLACES_MIN = 16
+PLACE_COST = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,19 +241,46 @@ class Document:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """A document split into words for placing fragments, with the title and source given at its upload."""
+    """A document split into words for placing fragments, with the title and source given at its upload, and the
+    places of the fragments placed in it so far (by `_digest`)."""
 
     words: Words
     title: str | None
     source: str | None
+    places: dict[bytes, tuple[int, int] | None] = field(default_factory=dict, compare=False)
+
+    @property
+    def places_max(self) -> int:
+        return PLACES_MIN + len(self.words.joined) // PLACE_CHARS
 
     @property
     def cost(self) -> int:
-        """What it takes in memory, in characters: its words and a bound for the rest of an entry."""
-        return self.words.cost + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
+        """What it takes in memory, in characters: its words, the places it may remember and a bound for the rest of
+        an entry."""
+        return self.words.cost + PLACE_COST * self.places_max + 2 * LABEL_MAX_CHARS + ENTRY_CHARS
+
+    def remembered(self, fragments: Sequence[str]) -> list[tuple[int, int] | None] | None:
+        """Where each of `fragments` is, when every one was placed here before; else None."""
+        places = self.places
+        found = []
+        for fragment in fragments:
+            key = _digest(fragment)
+            if key not in places:
+                return None
+            found.append(places[key])
+        return found
 
     def place(self, fragments: Sequence[str]) -> list[tuple[int, int] | None]:
-        return [place(self.words, fragment) for fragment in fragments]
+        """Where each of `fragments` is, remembered for the next time while there is room. Safe in a worker thread
+        while the event loop reads `places` (a dict's single reads and writes are atomic)."""
+        found = []
+        for fragment in fragments:
+            key = _digest(fragment)
+            span = self.places[key] if key in self.places else place(self.words, fragment)
+            if len(self.places) < self.places_max:
+                self.places[key] = span
+            found.append(span)
+        return found
 
     def cheap(self, fragments: Sequence[str]) -> bool:
         """Whether placing `fragments` is cheap enough for the event loop: each is looked up in the index, or the
@@ -254,6 +288,11 @@ class Split:
         return len(self.words.joined) <= SCAN_CHARS or all(
             self.words.indexed(" ".join(fragment.split())) for fragment in fragments
         )
+
+
+def _digest(fragment: str) -> bytes:
+    """A fragment's key among the places a document remembers: 128 bits, so that two fragments never share one."""
+    return hashlib.blake2b(fragment.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 # A document as `Documents` keeps it: as read after the search that read it, split and indexed from the next one on.
@@ -385,10 +424,13 @@ async def cite(
         else:
             split = kept
         fragments = [sources[n][0] for n in hits[file_id]]
-        if split.cheap(fragments):
-            placed(file_id, split, split.place(fragments))
-        else:
-            placed(file_id, split, await anyio.to_thread.run_sync(split.place, fragments))
+        found = split.remembered(fragments)
+        if found is None:
+            if split.cheap(fragments):
+                found = split.place(fragments)
+            else:
+                found = await anyio.to_thread.run_sync(split.place, fragments)
+        placed(file_id, split, found)
 
     async def cite_document(file_id: str) -> None:
         expected_hash = sources[hits[file_id][0]][1]
