@@ -27,7 +27,6 @@ class Lists:
         self.listed: dict[str, dict[str, Any]] = {}
         self.reads = {"pending": 0, "page": 0}
         self.pages_wanted = 0
-        self.page_delay = 0.0  # how long Open WebUI takes to answer the page
         self.pages_read = asyncio.Event()  # set once the newest page was read `pages_wanted` times
         self.router = new_router()
         self.router.get("/api/version").respond(json={"version": version})
@@ -38,9 +37,7 @@ class Lists:
         self.reads["pending"] += 1
         return httpx.Response(200, json=[{"id": file_id} for file_id in self.pending])
 
-    async def _page(self, request: httpx.Request) -> httpx.Response:
-        if self.page_delay:
-            await asyncio.sleep(self.page_delay)
+    def _page(self, request: httpx.Request) -> httpx.Response:
         self.reads["page"] += 1
         if self.reads["page"] >= self.pages_wanted:
             self.pages_read.set()
@@ -51,9 +48,9 @@ class Lists:
         self.listed[file_id] = {"id": file_id, "hash": file_hash, "meta": {"collection_name": collection}}
 
 
-async def watched(lists: Lists, pending_seconds: float = 0.02) -> tuple[OpenWebUIClient, LinkWatch]:
+async def watched(lists: Lists) -> tuple[OpenWebUIClient, LinkWatch]:
     client = OpenWebUIClient(make_settings(), transport=mock_transport(lists.router))
-    return client, LinkWatch(client, KB, poll_seconds=0.01, pending_seconds=pending_seconds)
+    return client, LinkWatch(client, KB, poll_seconds=0.01)
 
 
 async def test_a_file_linked_before_it_is_indexed_is_confirmed_only_once_marked_with_the_base() -> None:
@@ -105,50 +102,14 @@ async def test_a_file_on_neither_list_once_is_looked_at_again_before_it_is_hande
         await client.aclose()
 
 
-async def test_a_file_still_pending_is_waited_for_not_handed_back() -> None:
+async def test_a_file_still_pending_is_not_looked_for_in_the_base() -> None:
     lists = Lists()
     lists.pending = ["f-1"]
     client, watch = await watched(lists)
     try:
-        assert await watch.linked("f-1", Waits(answer=120, processing=0.3)) is None  # the writer's wait ran out
+        assert await watch.linked("f-1", Waits(answer=120, processing=0.2)) is None  # the writer's wait ran out
         assert lists.reads["pending"] >= 2
-        assert (watch.confirmed, watch.handed_back) == (0, 0)
-    finally:
-        await client.aclose()
-
-
-async def test_files_the_base_lists_are_confirmed_without_reading_the_pending_list() -> None:
-    """Open WebUI finds pending files by scanning every file it holds: read for each look, that scan slowed uploads
-    onto an Open WebUI 0.11.4 holding 2,000 notes by a fifth, so files the base's newest page shows never need it."""
-    lists = Lists("0.11.4")
-    client, watch = await watched(lists, pending_seconds=60)
-    try:
-        lists.pages_wanted = 2
-        waiting = [asyncio.create_task(watch.linked(f"f-{n}", Waits(answer=120, processing=30))) for n in range(8)]
-        await lists.pages_read.wait()
-        for n in range(8):
-            lists.link(f"f-{n}", "file-f")
-        records = await asyncio.gather(*waiting)
-        assert [record.file_id if record else None for record in records] == [f"f-{n}" for n in range(8)]
-        assert (watch.confirmed, watch.handed_back) == (8, 0)
-        assert lists.reads["pending"] == 0
-        assert lists.reads["page"] >= 3
-    finally:
-        await client.aclose()
-
-
-async def test_the_pending_list_is_read_at_most_once_per_pending_seconds() -> None:
-    lists = Lists("0.11.4")
-    lists.pending = ["f-1"]
-    client, watch = await watched(lists, pending_seconds=0.05)
-    loop = asyncio.get_running_loop()
-    try:
-        started = loop.time()
-        assert await watch.linked("f-1", Waits(answer=120, processing=0.5)) is None
-        elapsed = loop.time() - started
-        assert 1 <= lists.reads["pending"] <= elapsed / 0.05 + 1
-        assert lists.reads["page"] >= lists.reads["pending"]
-        assert (watch.confirmed, watch.handed_back) == (0, 0)
+        assert lists.reads["page"] == 0
     finally:
         await client.aclose()
 
@@ -212,19 +173,3 @@ async def _ticks() -> None:
     """Let every task that can run, run (a caller's, then the read's it started)."""
     for _ in range(5):
         await asyncio.sleep(0)
-
-
-async def test_slow_looks_are_spaced_out() -> None:
-    """A base whose page takes Open WebUI long to list (thousands of documents) is read less often: the looks take at
-    most a fifth of the time, whatever the poll interval."""
-    lists = Lists("0.11.4")
-    lists.page_delay = 0.1
-    client, watch = await watched(lists, pending_seconds=60)
-    loop = asyncio.get_running_loop()
-    try:
-        started = loop.time()
-        assert await watch.linked("f-1", Waits(answer=120, processing=1.0)) is None
-        elapsed = loop.time() - started
-        assert 1 <= lists.reads["page"] <= elapsed / 0.5 + 1  # each look 0.1 s or more, then 0.4 s or more of pause
-    finally:
-        await client.aclose()
